@@ -1,0 +1,284 @@
+"""The Triton source of all three ops: one source for CUDA, Ascend NPU (triton-ascend) and the interpreter.
+
+The three ops are the same loop with a different scalar formula (``_value``, picked at compile time
+by the OP constexpr), so the loops exist once. Grids are persistent: ``programs`` programs, each
+owning one contiguous share of the elements (an AI core's blockDim share on NPU), walked BLOCK
+elements per step in SUB-element pieces (SUB is the Unified-Buffer-sized piece on NPU; SUB == BLOCK
+on CUDA). 16-bit operands are loaded as they are, computed in float32 and rounded once on store.
+
+Imported only by the Triton backends; importing it imports triton.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.executor import Executor
+from kernels.modes import Variant
+
+
+@triton.jit
+def _exp_f32(t):
+    # exp to ~1.5 ulp on every target: tl.exp is exp2(t * log2e) on GPUs (error grows with |t|) and
+    # numpy's vectorised expf under the interpreter; SEMANTICS holds float32 results to 4 ulp.
+    # Cody-Waite reduction t = k ln2 + r, |r| <= ln2/2, degree-7 Taylor, then 2^k in two exact halves.
+    tc = tl.minimum(tl.maximum(t, -110.0), 90.0)
+    k = tl.floor(tc * 1.4426950408889634 + 0.5)
+    r = tc - k * 0.693145751953125  # ln2's high part: k * it is exact
+    r = r - k * 1.428606765330187e-06
+    p = 1.0 + r * (
+        1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040))))))
+    )
+    ki = k.to(tl.int32)
+    h1 = ki >> 1
+    h2 = ki - h1
+    s1 = ((h1 + 127) << 23).to(tl.float32, bitcast=True)
+    s2 = ((h2 + 127) << 23).to(tl.float32, bitcast=True)
+    return tl.where(t != t, t, (p * s1) * s2)
+
+
+@triton.jit
+def _value(g, x, t, cof, OP: tl.constexpr):
+    if OP == 0:  # mse
+        return ((x - t) * cof) * g
+    elif OP == 1:  # l1; NaN compares false both ways, so sign(NaN) = 0
+        d = x - t
+        s = tl.where(d > 0, 1.0, tl.where(d < 0, -1.0, 0.0))
+        return s * (g * cof)
+    elif OP == 2:  # kl_div
+        return (-t * g) * cof
+    else:  # kl_div, log_target
+        return (-_exp_f32(t) * g) * cof
+
+
+@triton.jit
+def _store_rounded(ptr, offs, v, mask):
+    # Round once to nearest-even into the output dtype. bfloat16 is rounded with integer ops: the
+    # interpreter's float32 -> bfloat16 cast truncates (and its "rtne" mode rounds half up without
+    # carrying into the exponent), and integer rounding is exact on every target.
+    if ptr.dtype.element_ty == tl.float32:
+        tl.store(ptr + offs, v, mask=mask)
+    elif ptr.dtype.element_ty == tl.bfloat16:
+        u = v.to(tl.uint32, bitcast=True)
+        rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        quiet_nan = (u >> 16) | 0x40
+        bits = tl.where((u & 0x7FFFFFFF) > 0x7F800000, quiet_nan, rounded)
+        tl.store(ptr + offs, bits.to(tl.uint16).to(tl.bfloat16, bitcast=True), mask=mask)
+    else:
+        tl.store(ptr + offs, v.to(ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _loss_bwd_flat_kernel(
+    g_ptr,  # [n] contiguous, or [1] with SCALAR_GRAD
+    x_ptr,  # [n] contiguous
+    t_ptr,  # [n] contiguous
+    out_ptr,  # [n] contiguous
+    n,
+    cof,
+    programs,
+    OP: tl.constexpr,
+    SCALAR_GRAD: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SUB: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    chunk = tl.cdiv(tl.cdiv(n, programs), BLOCK) * BLOCK
+    start = pid * chunk
+    end = tl.minimum(start + chunk, n)
+    if SCALAR_GRAD:
+        g0 = tl.load(g_ptr).to(tl.float32)  # read once, not n times
+    for s in range(start, end, BLOCK):
+        for j in range(0, BLOCK, SUB):
+            offs = s + j + tl.arange(0, SUB)
+            m = offs < end
+            x = tl.load(x_ptr + offs, mask=m).to(tl.float32)
+            t = tl.load(t_ptr + offs, mask=m).to(tl.float32)
+            if SCALAR_GRAD:
+                g = g0
+            else:
+                g = tl.load(g_ptr + offs, mask=m).to(tl.float32)
+            v = _value(g, x, t, cof, OP)
+            _store_rounded(out_ptr, offs, v, m)
+
+
+@triton.jit
+def _loss_bwd_strided_kernel(
+    g_ptr,
+    x_ptr,
+    t_ptr,
+    out_ptr,
+    meta_ptr,  # int64 [5, NDIM]: shape, then element strides of g, x, t, out (0 where broadcast)
+    n,
+    cof,
+    programs,
+    OP: tl.constexpr,
+    NDIM: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SUB: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    chunk = tl.cdiv(tl.cdiv(n, programs), BLOCK) * BLOCK
+    start = pid * chunk
+    end = tl.minimum(start + chunk, n)
+    for s in range(start, end, BLOCK):
+        for j in range(0, BLOCK, SUB):
+            offs = s + j + tl.arange(0, SUB)
+            m = offs < end
+            rem = offs
+            og = tl.zeros([SUB], dtype=tl.int64)
+            ox = tl.zeros([SUB], dtype=tl.int64)
+            ot = tl.zeros([SUB], dtype=tl.int64)
+            oo = tl.zeros([SUB], dtype=tl.int64)
+            for k in tl.static_range(NDIM):
+                d = NDIM - 1 - k
+                size = tl.load(meta_ptr + d)
+                q = rem % size
+                rem = rem // size
+                og += q * tl.load(meta_ptr + NDIM + d)
+                ox += q * tl.load(meta_ptr + 2 * NDIM + d)
+                ot += q * tl.load(meta_ptr + 3 * NDIM + d)
+                oo += q * tl.load(meta_ptr + 4 * NDIM + d)
+            g = tl.load(g_ptr + og, mask=m).to(tl.float32)
+            x = tl.load(x_ptr + ox, mask=m).to(tl.float32)
+            t = tl.load(t_ptr + ot, mask=m).to(tl.float32)
+            v = _value(g, x, t, cof, OP)
+            _store_rounded(out_ptr, oo, v, m)
+
+
+@triton.jit
+def _loss_bwd_reduce_kernel(
+    g_ptr,
+    x_ptr,
+    t_ptr,
+    out_ptr,
+    kmeta_ptr,  # int64 [5, NK]: kept (output) dims: shape, strides of g, x, t, out
+    rmeta_ptr,  # int64 [4, NR]: summed dims: shape, strides of g, x, t
+    n_out,
+    n_red,
+    cof,
+    programs,
+    OP: tl.constexpr,
+    NK: tl.constexpr,
+    NR: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SUB: tl.constexpr,
+):
+    # Each output element sums its broadcast dims in ascending order whatever the tiling, so every
+    # config gives bitwise the same result; Kahan compensation keeps the float32 sum accurate.
+    pid = tl.program_id(0).to(tl.int64)
+    chunk = tl.cdiv(tl.cdiv(n_out, programs), BLOCK) * BLOCK
+    start = pid * chunk
+    end = tl.minimum(start + chunk, n_out)
+    for s in range(start, end, BLOCK):
+        for j in range(0, BLOCK, SUB):
+            offs = s + j + tl.arange(0, SUB)
+            m = offs < end
+            rem = offs
+            bg = tl.zeros([SUB], dtype=tl.int64)
+            bx = tl.zeros([SUB], dtype=tl.int64)
+            bt = tl.zeros([SUB], dtype=tl.int64)
+            bo = tl.zeros([SUB], dtype=tl.int64)
+            for k in tl.static_range(NK):
+                d = NK - 1 - k
+                size = tl.load(kmeta_ptr + d)
+                q = rem % size
+                rem = rem // size
+                bg += q * tl.load(kmeta_ptr + NK + d)
+                bx += q * tl.load(kmeta_ptr + 2 * NK + d)
+                bt += q * tl.load(kmeta_ptr + 3 * NK + d)
+                bo += q * tl.load(kmeta_ptr + 4 * NK + d)
+            acc = tl.zeros([SUB], dtype=tl.float32)
+            comp = tl.zeros([SUB], dtype=tl.float32)
+            for r in range(0, n_red):
+                rrem = r
+                rg = 0
+                rx = 0
+                rt = 0
+                for k in tl.static_range(NR):
+                    d = NR - 1 - k
+                    size = tl.load(rmeta_ptr + d)
+                    q = rrem % size
+                    rrem = rrem // size
+                    rg += q * tl.load(rmeta_ptr + NR + d)
+                    rx += q * tl.load(rmeta_ptr + 2 * NR + d)
+                    rt += q * tl.load(rmeta_ptr + 3 * NR + d)
+                g = tl.load(g_ptr + bg + rg, mask=m).to(tl.float32)
+                x = tl.load(x_ptr + bx + rx, mask=m).to(tl.float32)
+                t = tl.load(t_ptr + bt + rt, mask=m).to(tl.float32)
+                y = _value(g, x, t, cof, OP) - comp
+                tot = acc + y
+                comp = (tot - acc) - y
+                acc = tot
+            _store_rounded(out_ptr, bo, acc, m)
+
+
+def launch(ex: Executor, *, extra: dict[str, object]) -> None:
+    """Launch the executor's variant. ``extra`` carries backend launch options (num_warps, multibuffer)."""
+    cfg, geo = ex.config, ex.geometry
+    sub = cfg.sub_tile or cfg.tile
+    x = ex.inp if ex.formula.reads_input else ex.target  # KL never reads input's values
+    op = ex.formula.triton_op
+    grid = (cfg.cores,)
+    if cfg.variant in (Variant.FLAT, Variant.SCALAR_GRAD):
+        _loss_bwd_flat_kernel[grid](
+            ex.grad,
+            x,
+            ex.target,
+            ex.out,
+            geo.numel,
+            ex.cof,
+            cfg.cores,
+            OP=op,
+            SCALAR_GRAD=cfg.variant is Variant.SCALAR_GRAD,
+            BLOCK=cfg.tile,
+            SUB=sub,
+            **extra,
+        )
+        return
+    x_row = 1 if ex.formula.reads_input else 2
+    device = ex.out.device
+    if cfg.variant is Variant.STRIDED:
+        rows = [geo.shape, geo.strides[0], geo.strides[x_row], geo.strides[2], geo.strides[3]]
+        meta = torch.tensor(rows, dtype=torch.int64).to(device)
+        _loss_bwd_strided_kernel[grid](
+            ex.grad,
+            x,
+            ex.target,
+            ex.out,
+            meta,
+            geo.numel,
+            ex.cof,
+            cfg.cores,
+            OP=op,
+            NDIM=len(geo.shape),
+            BLOCK=cfg.tile,
+            SUB=sub,
+            **extra,
+        )
+        return
+    kmeta = torch.tensor(
+        [geo.shape, geo.strides[0], geo.strides[x_row], geo.strides[2], geo.strides[3]], dtype=torch.int64
+    )
+    rmeta = torch.tensor([geo.rshape, geo.rstrides[0], geo.rstrides[x_row], geo.rstrides[2]], dtype=torch.int64)
+    n_red = geo.numel // max(1, geo.n_out)
+    _loss_bwd_reduce_kernel[grid](
+        ex.grad,
+        x,
+        ex.target,
+        ex.out,
+        kmeta.to(device),
+        rmeta.to(device),
+        geo.n_out,
+        n_red,
+        ex.cof,
+        cfg.cores,
+        OP=op,
+        NK=len(geo.shape),
+        NR=len(geo.rshape),
+        BLOCK=cfg.tile,
+        SUB=sub,
+        **extra,
+    )

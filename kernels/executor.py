@@ -1,0 +1,86 @@
+"""The aclnn executor: everything phase one decided, ready for phase two to launch."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from kernels.modes import GradKind, Layout, Op, Reduction
+from kernels.plan import Geometry, dtype_name
+from kernels.tiling import Space, Tiling
+
+
+@dataclass(frozen=True)
+class Formula:
+    """The scalar formula of one op (and mode), in a form every backend can compile.
+
+    ``value`` is plain Python over float32 scalars ``(g, x, t, cof)`` that numba compiles; ``triton_op``
+    selects the same formula in the Triton engine (kernels/backends/triton_loops.py).
+    """
+
+    name: str
+    value: Callable[..., float]
+    reads_input: bool
+    triton_op: int
+    live_buffers: int  # vector buffers one step keeps live: inputs read + the output
+
+
+def reduction_kind(reduction: Reduction) -> str:
+    """Studies and frozen tables split elementwise (none) from reduced calls: autograd differs."""
+    return "none" if reduction is Reduction.NONE else "reduced"
+
+
+def size_bucket(numel: int) -> int:
+    """Power-of-two bucket: the exponent of the next power of two at or above numel."""
+    return max(0, math.ceil(math.log2(numel))) if numel > 0 else 0
+
+
+@dataclass(frozen=True)
+class ProblemKey:
+    """What a tuned config is keyed by (besides backend and device)."""
+
+    op: Op
+    dtype: str
+    bucket: int
+    grad_kind: GradKind
+    layout: Layout
+    reduction_kind: str
+
+    def label(self) -> str:
+        parts = (self.op.value, self.dtype, f"2^{self.bucket}", self.grad_kind.value, self.layout.value, self.reduction_kind)
+        return "-".join(parts)
+
+
+@dataclass(frozen=True)
+class Executor:
+    """Phase one's result. ``workspace_size`` is 0: these ops need no device workspace."""
+
+    op: Op
+    formula: Formula
+    backend: str
+    device: str  # the device class the config table was looked up for
+    config: Tiling
+    config_source: str  # "explicit", "frozen <file> [<how>]" or "default"
+    space: Space
+    key: ProblemKey
+    geometry: Geometry
+    cof: float
+    grad: torch.Tensor = field(repr=False)
+    inp: torch.Tensor = field(repr=False)
+    target: torch.Tensor = field(repr=False)
+    out: torch.Tensor = field(repr=False)
+    workspace_size: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return self.geometry.numel == 0
+
+    def __repr__(self) -> str:
+        return (
+            f"Executor({self.op.value} on {self.backend}/{self.device}: {self.key.label()}, "
+            f"config [{self.config.short()}] from {self.config_source}, out {tuple(self.out.shape)} "
+            f"{dtype_name(self.out.dtype)})"
+        )

@@ -1,0 +1,122 @@
+"""Run-time lookup of frozen tuned configs: kernels/configs/<backend>/<device>.json.
+
+Lookup order: exact bucket, nearest bucket (same op, dtype, gradient kind, layout, reduction kind),
+the device's best common config, the backend default. A file that is corrupt, of another schema,
+or whose entries no longer fit the current space is reported once and skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernels.tiling import Space, Tiling
+
+if TYPE_CHECKING:
+    from kernels.executor import ProblemKey
+
+SCHEMA_VERSION = 1
+CONFIG_DIR = Path(__file__).parent / "configs"
+
+
+class FrozenConfigWarning(UserWarning):
+    """A frozen-config file or entry was skipped; the op falls back and goes on."""
+
+
+@dataclass(frozen=True)
+class FrozenTable:
+    path: Path
+    entries: tuple[dict[str, object], ...]
+    common: dict[str, object] | None  # the device's best common config, by op
+
+
+def config_path(backend: str, device: str, root: Path | None = None) -> Path:
+    return (root or CONFIG_DIR) / backend / f"{device}.json"
+
+
+def _report(path: Path, why: str) -> None:
+    warnings.warn(f"frozen config {path}: {why}; skipped", FrozenConfigWarning, stacklevel=4)
+
+
+@cache
+def load(backend: str, device: str, root: Path | None = None) -> FrozenTable | None:
+    """Read and schema-check a table once per process; None if absent or unusable (reported)."""
+    path = config_path(backend, device, root)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        _report(path, f"unreadable ({e})")
+        return None
+    if (
+        not isinstance(data, dict)
+        or data.get("schema_version") != SCHEMA_VERSION
+        or not isinstance(data.get("entries"), list)
+    ):
+        _report(path, f"expected schema_version {SCHEMA_VERSION} with an entries list")
+        return None
+    common = data.get("common") if isinstance(data.get("common"), dict) else None
+    return FrozenTable(path, tuple(e for e in data["entries"] if isinstance(e, dict)), common)
+
+
+def _matches(entry: dict[str, object], key: ProblemKey, *, bucket: bool) -> bool:
+    same = (
+        entry.get("op") == key.op.value
+        and entry.get("dtype") == key.dtype
+        and entry.get("grad_kind") == key.grad_kind.value
+        and entry.get("layout") == key.layout.value
+        and entry.get("reduction_kind") == key.reduction_kind
+    )
+    return same and (not bucket or entry.get("bucket") == key.bucket)
+
+
+def _usable(table: FrozenTable, entry: dict[str, object], space: Space) -> Tiling | None:
+    """The entry's config if it is still valid for the current space and kernels, else None (reported)."""
+    try:
+        config = Tiling.from_dict(entry["config"])  # type: ignore[arg-type]
+    except (KeyError, TypeError, ValueError) as e:
+        _report(table.path, f"entry {entry.get('op')}/{entry.get('bucket')} has a bad config ({e})")
+        return None
+    if entry.get("space_hash") != space.hash:
+        _report(
+            table.path,
+            f"entry {entry.get('op')}/{entry.get('bucket')} is stale: space hash "
+            f"{entry.get('space_hash')} != current {space.hash}",
+        )
+        return None
+    if config not in space:
+        return None  # e.g. a common config whose variant is not legal for this layout
+    return config
+
+
+def lookup(
+    backend: str, device: str, key: ProblemKey, space: Space, root: Path | None = None
+) -> tuple[Tiling, str] | None:
+    table = load(backend, device, root)
+    if table is None:
+        return None
+    name = table.path.name
+    exact = [e for e in table.entries if _matches(e, key, bucket=True)]
+    for entry in exact:
+        config = _usable(table, entry, space)
+        if config is not None:
+            return config, f"frozen {name} [exact 2^{key.bucket}]"
+    near = sorted(
+        (e for e in table.entries if _matches(e, key, bucket=False)),
+        key=lambda e: abs(int(e.get("bucket", 0)) - key.bucket),
+    )  # type: ignore[arg-type]
+    for entry in near:
+        config = _usable(table, entry, space)
+        if config is not None:
+            return config, f"frozen {name} [nearest 2^{entry.get('bucket')}]"
+    common = (table.common or {}).get(key.op.value)
+    if isinstance(common, dict):
+        config = _usable(table, common, space)
+        if config is not None:
+            return config, f"frozen {name} [best common]"
+    return None

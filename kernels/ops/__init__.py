@@ -1,0 +1,1 @@
+"""One module per op family: formula docstring, float64 reference, validation, public functions."""

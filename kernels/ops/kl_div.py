@@ -1,0 +1,147 @@
+"""aclnnKlDivBackward.
+
+Forward: ``loss = reduce(target * (log(target) - self))`` (or ``exp(target) * (target - self)`` with
+logTarget). Backward, evaluated at B = broadcast(self, target)::
+
+    out = (-target * gradOutput) * cof              logTarget false
+    out = (-exp(target) * gradOutput) * cof         logTarget true
+    cof = 1 (none, sum), 1 / numel(B) (mean), 1 / B[0] (batchmean; a 0-d B is an error)
+
+No mask for target <= 0 (CANN and PyTorch since 1.13 agree); self's values are never read.
+gradOutput must broadcast *to* B. out has self's shape and dtype: where B is larger than self,
+the values are summed over the broadcast dims, in an order that does not depend on the tiling.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from kernels import dispatch
+from kernels.errors import invalid
+from kernels.executor import Executor, Formula
+from kernels.modes import Op, Reduction
+from kernels.plan import (
+    broadcast,
+    check_out_writable,
+    check_same_device,
+    check_tensor,
+    dtype_name,
+    elementwise_geometry,
+    reduce_geometry,
+)
+from kernels.tiling import Tiling
+
+
+def _value(g: float, x: float, t: float, cof: float) -> float:
+    return (-t * g) * cof
+
+
+def _value_log(g: float, x: float, t: float, cof: float) -> float:
+    return (-np.float32(math.exp(t)) * g) * cof
+
+
+FORMULA = Formula("kl_div", _value, reads_input=False, triton_op=2, live_buffers=3)
+FORMULA_LOG = Formula("kl_div_log", _value_log, reads_input=False, triton_op=3, live_buffers=3)
+
+
+def cof(reduction: Reduction, space: tuple[int, ...]) -> float:
+    if reduction is Reduction.MEAN and math.prod(space) > 0:
+        return 1.0 / math.prod(space)
+    if reduction is Reduction.BATCHMEAN and space[0] > 0:
+        return 1.0 / space[0]
+    return 1.0
+
+
+def reference(
+    grad_output: torch.Tensor,
+    input: torch.Tensor,
+    target: torch.Tensor,
+    reduction: object = "mean",
+    log_target: bool = False,
+) -> torch.Tensor:
+    red = Reduction.parse(reduction, allow_batchmean=True)
+    g, t = (v.detach().cpu().double() for v in (grad_output, target))
+    space = tuple(torch.broadcast_shapes(input.shape, target.shape))
+    value = (-(t.exp() if log_target else t) * g) * cof(red, space)
+    return value.expand(space).sum_to_size(input.shape) if space != tuple(input.shape) else value.expand(space).clone()
+
+
+def vendor_baseline(
+    grad_output: torch.Tensor,
+    input: torch.Tensor,
+    target: torch.Tensor,
+    reduction: object = "mean",
+    log_target: bool = False,
+) -> torch.Tensor:
+    """torch_npu's aclnn op on NPU; elsewhere the eager expression autograd runs."""
+    red = Reduction.parse(reduction, allow_batchmean=True)
+    if input.device.type == "npu":
+        return torch.ops.npu.kl_div_backward(grad_output, input, target, int(red), log_target)
+    space = tuple(torch.broadcast_shapes(input.shape, target.shape))
+    value = (-(target.exp() if log_target else target) * grad_output) * cof(red, space)
+    return value.sum_to_size(input.shape) if space != tuple(input.shape) else value
+
+
+def get_workspace_size(
+    grad_output: torch.Tensor,
+    input: torch.Tensor,
+    target: torch.Tensor,
+    reduction: object,
+    log_target: bool,
+    out: torch.Tensor | None,
+    *,
+    backend: str | None = None,
+    config: Tiling | dict[str, object] | None = None,
+    allocate: bool = False,
+) -> tuple[int, Executor]:
+    g = check_tensor("grad_output", grad_output)
+    x = check_tensor("input", input)
+    t = check_tensor("target", target)
+    red = Reduction.parse(reduction, allow_batchmean=True)
+    if not isinstance(log_target, bool):
+        raise invalid("log_target", "a bool", repr(log_target))
+    space = broadcast("input, target", tuple(x.shape), tuple(t.shape))
+    if broadcast("grad_output, broadcast(input, target)", tuple(g.shape), space) != space:
+        raise invalid("grad_output", f"a shape that broadcasts to {space}", tuple(g.shape))
+    if red is Reduction.BATCHMEAN and not space:
+        raise invalid("reduction", "none, mean or sum for a 0-d broadcast(input, target)", "batchmean")
+    device = check_same_device({"grad_output": g, "input": x, "target": t})
+    if out is None and allocate:
+        out = torch.empty(x.shape, dtype=x.dtype, device=device)
+    o = check_tensor("out", out)
+    if o.dtype != x.dtype:
+        raise invalid("out", f"dtype {dtype_name(x.dtype)} (input's)", dtype_name(o.dtype))
+    if tuple(o.shape) != tuple(x.shape):
+        raise invalid("out", f"shape {tuple(x.shape)} (input's)", tuple(o.shape))
+    check_out_writable("out", o)
+    check_same_device({"input": x, "out": o})
+    # input's values are never read: target stands in for it, so its layout decides nothing.
+    if space == tuple(x.shape):
+        geometry = elementwise_geometry(g, t, t, o, space)
+    else:
+        geometry = reduce_geometry(g, t, t, o, space)
+    formula = FORMULA_LOG if log_target else FORMULA
+    ex = dispatch.build(Op.KL_DIV, formula, red, geometry, cof(red, space), (g, x, t, o), x.dtype, backend, config)
+    return ex.workspace_size, ex
+
+
+def kl_div_backward(
+    grad_output: torch.Tensor,
+    input: torch.Tensor,
+    target: torch.Tensor,
+    reduction: object = "mean",
+    log_target: bool = False,
+    *,
+    out: torch.Tensor | None = None,
+    backend: str | None = None,
+    config: Tiling | dict[str, object] | None = None,
+) -> torch.Tensor:
+    """Both phases; allocates ``out`` (input's shape and dtype) when it is not given."""
+    _, ex = get_workspace_size(
+        grad_output, input, target, reduction, log_target, out, backend=backend, config=config, allocate=True
+    )
+    dispatch.run(ex)
+    return ex.out

@@ -1,0 +1,223 @@
+"""Tiling configs and spaces as data: knobs with their values, named constraints, a default, a hash.
+
+A space is built from device facts passed in as arguments (never read from a device here), so
+every space of every backend can be built and tested on a machine without that device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import math
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from kernels.modes import Variant
+
+UB_BLOCK_BYTES = 32  # the Unified Buffer is addressed in 32-byte blocks
+NPU_MAX_GRID = 65535
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """One kernel configuration. Knobs a backend does not have keep their neutral value."""
+
+    tile: int  # elements per step of a block (BLOCK in Triton)
+    cores: int  # worker threads (cpu), persistent programs (cuda), vector cores (npu)
+    variant: Variant = Variant.FLAT
+    num_warps: int = 0  # cuda only
+    sub_tile: int = 0  # npu only: the per-step piece that lives in the Unified Buffer
+    multibuffer: bool = False  # npu only: double-buffer the UB so copy-in overlaps compute
+
+    def to_dict(self) -> dict[str, object]:
+        return {**dataclasses.asdict(self), "variant": self.variant.value}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> Tiling:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - fields
+        if unknown:
+            raise ValueError(f"config: unknown knobs {sorted(unknown)}, expected some of {sorted(fields)}")
+        values = dict(data)
+        values["variant"] = Variant(values.get("variant", Variant.FLAT.value))
+        return cls(**values)  # type: ignore[arg-type]
+
+    def short(self) -> str:
+        parts = [f"{self.variant.value}", f"tile={self.tile}", f"cores={self.cores}"]
+        if self.num_warps:
+            parts.append(f"warps={self.num_warps}")
+        if self.sub_tile:
+            parts.append(f"sub={self.sub_tile}")
+        if self.multibuffer:
+            parts.append("multibuffer")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    """What a space needs to know about a device; read by the backend, passed in here."""
+
+    backend: str
+    name: str  # slug naming the device class; the frozen-config file is <backend>/<name>.json
+    cores: int  # worker threads / SMs / vector cores
+    ub_bytes: int = 0  # NPU Unified Buffer per vector core
+
+
+@dataclass(frozen=True)
+class Constraint:
+    name: str
+    rule: str  # human-readable, part of the space hash
+    check: Callable[[Tiling], bool]
+
+
+@dataclass(frozen=True)
+class Space:
+    """The tiling space of one (op, backend, device, dtype, legal variants)."""
+
+    backend: str
+    knobs: tuple[tuple[str, tuple[object, ...]], ...]
+    constraints: tuple[Constraint, ...]
+    default: Tiling
+
+    def violations(self, config: Tiling) -> list[str]:
+        """Names of the constraints (and knob ranges) a config breaks; empty when it is a member."""
+        broken = [
+            f"{name}={getattr(config, name)!r} not in {list(values)}"
+            for name, values in self.knobs
+            if getattr(config, name) not in values
+        ]
+        fixed = {f.name for f in dataclasses.fields(Tiling)} - {name for name, _ in self.knobs}
+        broken += [
+            f"{name} is not a knob of {self.backend}"
+            for name in sorted(fixed)
+            if getattr(config, name) != getattr(self.default, name)
+        ]
+        broken += [f"{c.name}: {c.rule}" for c in self.constraints if not c.check(config)]
+        return broken
+
+    def __contains__(self, config: object) -> bool:
+        return isinstance(config, Tiling) and not self.violations(config)
+
+    def __iter__(self) -> Iterator[Tiling]:
+        names = [name for name, _ in self.knobs]
+        for values in itertools.product(*(v for _, v in self.knobs)):
+            config = dataclasses.replace(self.default, **dict(zip(names, values, strict=True)))
+            if all(c.check(config) for c in self.constraints):
+                yield config
+
+    @property
+    def size(self) -> int:
+        return sum(1 for _ in self)
+
+    def sample(self, k: int, seed: int = 0) -> list[Tiling]:
+        configs = list(self)
+        return random.Random(seed).sample(configs, min(k, len(configs)))
+
+    @property
+    def hash(self) -> str:
+        """Stable over processes and machines of the same facts: knobs, values and constraint rules."""
+        payload = {
+            "backend": self.backend,
+            "knobs": [
+                [name, [v.value if isinstance(v, Variant) else v for v in values]] for name, values in self.knobs
+            ],
+            "constraints": [[c.name, c.rule] for c in self.constraints],
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _pow2(lo: int, hi: int) -> tuple[int, ...]:
+    return tuple(1 << k for k in range(lo.bit_length() - 1, hi.bit_length()))
+
+
+# ---- cpu: numba threads, each owning a contiguous block -------------------------------------------
+
+CPU_TILES = (256, 1024, 4096, 16384, 65536)
+CPU_GRAIN = 32768  # PyTorch's at::internal::GRAIN_SIZE: below it, one thread
+
+
+def cpu_space(facts: DeviceFacts, variants: tuple[Variant, ...], numel: int) -> Space:
+    """Default: what PyTorch ships untuned, one thread per GRAIN_SIZE elements up to all threads."""
+    cores = tuple(range(1, facts.cores + 1))
+    default = Tiling(tile=4096, cores=max(1, min(facts.cores, math.ceil(numel / CPU_GRAIN))), variant=variants[0])
+    return Space("cpu", (("variant", variants), ("tile", CPU_TILES), ("cores", cores)), (), default)
+
+
+# ---- cuda: persistent Triton programs ---------------------------------------------------------------
+
+CUDA_TILES = _pow2(256, 8192)
+CUDA_WARPS = (1, 2, 4, 8, 16)
+CUDA_WAVES = 8  # at most 8 programs per SM; beyond that a persistent grid buys nothing
+
+
+def cuda_space(facts: DeviceFacts, variants: tuple[Variant, ...], numel: int) -> Space:
+    """Default: Triton tutorial practice, BLOCK 1024, 4 warps, up to 4 programs per SM."""
+    programs = tuple(range(1, CUDA_WAVES * facts.cores + 1))
+    default = Tiling(
+        tile=1024, cores=max(1, min(4 * facts.cores, math.ceil(numel / 1024))), variant=variants[0], num_warps=4
+    )
+    threads = Constraint("warps_fit_block", "tile >= 32 * num_warps", lambda c: c.tile >= 32 * c.num_warps)
+    knobs = (("variant", variants), ("tile", CUDA_TILES), ("cores", programs), ("num_warps", CUDA_WARPS))
+    return Space("cuda", knobs, (threads,), default)
+
+
+# ---- npu: Ascend vector cores, the Unified Buffer budget ---------------------------------------------
+
+NPU_TILES = (1024, 2048, 4096, 6144, 8192, 12288, 16384, 24576, 32768)
+NPU_SUB_TILES = (512, 1024, 2048, 4096, 6144, 8192, 12288)
+NPU_MULTIBUFFER_ABOVE = 65536  # CANN double-buffers above this many elements
+
+
+def npu_bytes_per_element(dtype_bytes: int) -> int:
+    """UB bytes one element of one live buffer costs: the I/O copy, plus a float32 copy for 16-bit I/O."""
+    return dtype_bytes if dtype_bytes == 4 else dtype_bytes + 4
+
+
+def npu_space(
+    facts: DeviceFacts, variants: tuple[Variant, ...], numel: int, dtype_bytes: int, live_buffers: int
+) -> Space:
+    """Default: CANN MseLossGradV2's own tiling.
+
+    max_tile = UB / (bytes_per_element * live_buffers): 12288 for float32 and 8192 for float16/bfloat16
+    on a 192 KB UB; double buffering (halving the tile) above 65536 elements; cores = min(AIV, ceil(N / tile)).
+    """
+    per_element = npu_bytes_per_element(dtype_bytes) * live_buffers
+    max_tile = facts.ub_bytes // per_element
+    align = UB_BLOCK_BYTES // dtype_bytes
+    multibuffer = numel > NPU_MULTIBUFFER_ABOVE
+    tile = (max_tile // (2 if multibuffer else 1)) // align * align
+    cores = max(1, min(facts.cores, math.ceil(numel / tile)))
+    default = Tiling(tile=tile, cores=cores, variant=variants[0], sub_tile=tile, multibuffer=multibuffer)
+    # Both CANN tiles (single and double buffered) are always members, so the default is too.
+    cann_tiles = {max_tile // align * align, max_tile // 2 // align * align}
+    tiles = tuple(sorted(set(NPU_TILES) | cann_tiles))
+    subs = tuple(sorted(set(NPU_SUB_TILES) | cann_tiles))
+    constraints = (
+        Constraint("sub_tile_divides_tile", "tile % sub_tile == 0", lambda c: c.tile % c.sub_tile == 0),
+        Constraint(
+            "ub_budget",
+            f"sub_tile * {per_element} B * (2 if multibuffer else 1) <= {facts.ub_bytes} B",
+            lambda c: c.sub_tile * per_element * (2 if c.multibuffer else 1) <= facts.ub_bytes,
+        ),
+        Constraint(
+            "ub_block_aligned",
+            f"sub_tile * {dtype_bytes} % {UB_BLOCK_BYTES} == 0",
+            lambda c: c.sub_tile * dtype_bytes % UB_BLOCK_BYTES == 0,
+        ),
+        Constraint(
+            "grid_limit",
+            f"cores <= min({facts.cores}, {NPU_MAX_GRID})",
+            lambda c: c.cores <= min(facts.cores, NPU_MAX_GRID),
+        ),
+    )
+    knobs = (
+        ("variant", variants),
+        ("tile", tiles),
+        ("sub_tile", subs),
+        ("cores", tuple(range(1, facts.cores + 1))),
+        ("multibuffer", (False, True)),
+    )
+    return Space("npu", knobs, constraints, default)

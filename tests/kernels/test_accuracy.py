@@ -1,0 +1,174 @@
+"""Every op against its float64 reference, to the accuracy of SEMANTICS.md, on cpu and triton-interpret.
+
+The grid, and why each axis is there:
+- op and mode: mse, l1, kl_div with log_target both ways: four formulas, four kernels' value paths.
+- reduction: every legal one, because each changes cof (and batchmean divides by B[0]).
+- dtype: float32, float16, bfloat16, because 16-bit goes through in-kernel conversion and one rounding.
+- case: each one reaches a different layout/variant or an edge of the contract (see CASES).
+The gradient is random and not 1, so a kernel that ignores it cannot pass.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import kernels
+from kernels.ops import kl_div, l1, mse
+from tests.helpers import assert_within, ulps_for
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+# name -> (grad shape, input shape, target shape); each reason is why the case exists.
+CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {
+    "zero_d": ((), (), ()),  # 0-d tensors are legal; the flat path with n = 1
+    "odd": ((41, 401, 31), (41, 401, 31), (41, 401, 31)),  # odd sizes: no tile or block divides them
+    "scalar_grad": ((), (37, 129), (37, 129)),  # autograd's 0-d gradient for mean/sum: scalar_grad variant
+    "target_bcast": ((7, 33, 5), (7, 33, 5), (33, 1)),  # target smaller than the output: strided
+    "input_small": ((6, 17, 9), (17, 1), (6, 17, 9)),  # MSE/L1: input smaller than out; KL: sum back to input
+    "grad_bcast": ((1, 9), (5, 8, 9), (5, 8, 9)),  # gradient broadcast along leading dims
+    "empty": ((0, 5), (0, 5), (0, 5)),  # nothing to do: success, no launch
+}
+
+
+def _inputs(case: str, dtype: torch.dtype, device: str, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    gen = torch.Generator().manual_seed(seed)
+    gs, xs, ts = CASES[case]
+    g = torch.randn(gs, generator=gen, dtype=torch.float64) * 3.0 - 0.5
+    x = torch.randn(xs, generator=gen, dtype=torch.float64)
+    t = torch.randn(ts, generator=gen, dtype=torch.float64)
+    return tuple(v.to(dtype).to(device) for v in (g, x, t))
+
+
+def _check_kl(out: torch.Tensor, g: torch.Tensor, x: torch.Tensor, t: torch.Tensor, red: str, log: bool) -> None:
+    ref = kl_div.reference(g, x, t, red, log)
+    space = torch.broadcast_shapes(x.shape, t.shape)
+    if tuple(space) != tuple(x.shape):  # a broadcast sum: relative 1e-5 of the summed magnitudes
+        terms = (-(t.double().cpu().exp() if log else t.double().cpu()) * g.double().cpu()).abs()
+        scale = terms.expand(space).sum_to_size(x.shape) * kl_div.cof(
+            kernels.Reduction.parse(red, allow_batchmean=True), tuple(space)
+        )
+        assert_within(out, ref, 0.0 if out.dtype == torch.float32 else 1.0, rel_to=scale, rel=1e-5)
+    else:
+        assert_within(out, ref, ulps_for(out.dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_mse_matches_reference(backend: str, device: str, case: str, dtype: torch.dtype, reduction: str) -> None:
+    g, x, t = _inputs(case, dtype, device)
+    out = kernels.mse_loss_backward(g, x, t, reduction, backend=backend)
+    assert out.shape == torch.broadcast_shapes(g.shape, x.shape, t.shape) and out.dtype == dtype
+    assert_within(out, mse.reference(g, x, t, reduction), ulps_for(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_l1_matches_reference(backend: str, device: str, case: str, dtype: torch.dtype, reduction: str) -> None:
+    g, x, t = _inputs(case, dtype, device)
+    out = kernels.l1_loss_backward(g, x, t, reduction, backend=backend)
+    assert_within(out, l1.reference(g, x, t, reduction), ulps_for(dtype))
+
+
+@pytest.mark.parametrize("log_target", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum", "batchmean"])
+def test_kl_div_matches_reference(
+    backend: str, device: str, case: str, dtype: torch.dtype, reduction: str, log_target: bool
+) -> None:
+    if case == "zero_d" and reduction == "batchmean":
+        pytest.skip("batchmean on a 0-d B is an error: test_errors covers it")
+    g, x, t = _inputs(case, dtype, device)
+    out = kernels.kl_div_backward(g, x, t, reduction, log_target, backend=backend)
+    assert out.shape == x.shape and out.dtype == dtype
+    _check_kl(out, g, x, t, reduction, log_target)
+
+
+def test_kl_div_sums_back_over_leading_and_inner_dims(backend: str, device: str) -> None:
+    """input (3, 1, 4) against target (2, 3, 5, 4): a missing leading dim and an inner one are summed."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 1, 4, generator=gen).to(device)
+    t = torch.rand(2, 3, 5, 4, generator=gen).to(device)
+    g = torch.randn(2, 3, 5, 4, generator=gen).to(device)
+    out = kernels.kl_div_backward(g, x, t, "mean", backend=backend)
+    _check_kl(out, g, x, t, "mean", False)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_non_contiguous_inputs_and_out(backend: str, device: str, dtype: torch.dtype) -> None:
+    """Transposes, stepped slices and expanded stride-0 views give the values of contiguous copies."""
+    gen = torch.Generator().manual_seed(2)
+    base = torch.randn(3, 40, 30, generator=gen).to(dtype).to(device)
+    g = base[0].t()  # transpose (30, 40)
+    x = base[1, :, ::1].t().contiguous()[:, :]  # contiguous, for contrast
+    t = torch.randn(60, 80, generator=gen).to(dtype).to(device)[::2, ::2]  # stepped slice (30, 40)
+    expanded = torch.randn(1, 40, generator=gen).to(dtype).to(device).expand(30, 40)  # stride 0
+    holder = torch.full((40, 30), 7.0, dtype=dtype, device=device)
+    for op, ref in ((kernels.mse_loss_backward, mse.reference), (kernels.l1_loss_backward, l1.reference)):
+        out = holder.t()  # a transposed out
+        op(g, x, t, "sum", out=out, backend=backend)
+        assert_within(out, ref(g, x, t, "sum"), ulps_for(dtype))
+        dense = op(g.contiguous(), x, t.contiguous(), "sum", backend=backend)
+        assert torch.equal(out, dense)
+        strided = op(g, expanded, t, "none", backend=backend)
+        assert torch.equal(strided, op(g.contiguous(), expanded.contiguous(), t.contiguous(), "none", backend=backend))
+    out = holder.t()
+    kernels.kl_div_backward(g, expanded, t, "mean", True, out=out, backend=backend)
+    _check_kl(out, g, expanded, t, "mean", True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_nan_and_inf_propagate_as_the_formula_says(backend: str, device: str, dtype: torch.dtype) -> None:
+    special = [math.nan, math.inf, -math.inf, 0.0, 1.0, -2.0]
+    vals = torch.tensor([(a, b, c) for a in special for b in special for c in special], dtype=torch.float64)
+    g, x, t = (vals[:, i].to(dtype).to(device) for i in range(3))
+    assert_within(
+        kernels.mse_loss_backward(g, x, t, "none", backend=backend), mse.reference(g, x, t, "none"), ulps_for(dtype)
+    )
+    assert_within(
+        kernels.l1_loss_backward(g, x, t, "none", backend=backend), l1.reference(g, x, t, "none"), ulps_for(dtype)
+    )
+    for log in (False, True):
+        out = kernels.kl_div_backward(g, x, t, "sum", log, backend=backend)
+        assert_within(out, kl_div.reference(g, x, t, "sum", log), ulps_for(dtype))
+
+
+def test_l1_sign_of_nan_is_zero(backend: str, device: str) -> None:
+    x = torch.tensor([math.nan, 1.0, 2.0, 2.0], device=device)
+    t = torch.tensor([0.0, math.nan, 2.0, 1.0], device=device)
+    out = kernels.l1_loss_backward(torch.ones(4, device=device), x, t, "none", backend=backend)
+    assert out.cpu().tolist() == [0.0, 0.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("out_dtype", DTYPES, ids=str)
+def test_mse_casts_into_any_float_out(backend: str, device: str, out_dtype: torch.dtype) -> None:
+    g, x, t = _inputs("target_bcast", torch.float16, device)
+    out = torch.empty(torch.broadcast_shapes(g.shape, x.shape, t.shape), dtype=out_dtype, device=device)
+    kernels.mse_loss_backward(g, x, t, "mean", out=out, backend=backend)
+    assert_within(out, mse.reference(g, x, t, "mean"), ulps_for(out_dtype))
+
+
+def test_l1_promotes_mixed_dtypes(backend: str, device: str) -> None:
+    g = torch.randn(8, 9).to(torch.float16).to(device)
+    x = torch.randn(8, 9).to(torch.bfloat16).to(device)
+    t = torch.randn(9).to(device)
+    out = kernels.l1_loss_backward(g, x, t, "mean", backend=backend)
+    assert out.dtype == torch.float32
+    assert_within(out, l1.reference(g, x, t, "mean"), 4.0)
+
+
+def test_empty_launches_nothing_and_leaves_out(backend: str, device: str) -> None:
+    out = torch.full((0, 3), 5.0, device=device)
+    _, ex = kernels.aclnn.mse_loss_backward_get_workspace_size(
+        torch.ones(0, 3), torch.ones(0, 3), torch.ones(1, 3), 1, out, backend=backend
+    )
+    assert ex.empty
+    kernels.aclnn.mse_loss_backward(None, 0, ex)
+    kl_out = torch.full((2, 1), 5.0, device=device)  # B = (2, 0): empty, out untouched
+    kernels.kl_div_backward(torch.ones(2, 0), torch.ones(2, 1), torch.ones(2, 0), "sum", out=kl_out, backend=backend)
+    assert kl_out.cpu().tolist() == [[5.0], [5.0]]

@@ -1,0 +1,139 @@
+"""Every config of a space gives bitwise the default's output; spaces are data, buildable without devices."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import kernels
+from kernels import backends
+from kernels.modes import Variant
+from kernels.tiling import DeviceFacts, Tiling, cpu_space, cuda_space, npu_space
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+# (grad, input, target) shapes that reach each variant: flat, scalar_grad, strided, and KL's reduce.
+PROBLEMS = {
+    "flat": ((3, 1000), (3, 1000), (3, 1000)),
+    "scalar_grad": ((), (3, 1000), (3, 1000)),
+    "strided": ((3, 1000), (3, 1000), (1000,)),
+    "reduce": ((3, 50, 20), (50, 1), (3, 50, 20)),
+}
+OPS = {
+    "mse": lambda g, x, t, **kw: kernels.mse_loss_backward(g, x, t, "mean", **kw),
+    "l1": lambda g, x, t, **kw: kernels.l1_loss_backward(g, x, t, "sum", **kw),
+    "kl_div": lambda g, x, t, **kw: kernels.kl_div_backward(g, x, t, "batchmean", True, **kw),
+}
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op", OPS)
+def test_sampled_configs_are_bitwise_equal_to_default(
+    backend: str, device: str, op: str, dtype: torch.dtype, problem: str
+) -> None:
+    if problem == "reduce" and op != "kl_div":
+        pytest.skip("only KL sums back to its input's shape")
+    gen = torch.Generator().manual_seed(3)
+    g, x, t = (torch.randn(s, generator=gen).to(dtype).to(device) for s in PROBLEMS[problem])
+    call = OPS[op]
+    _, ex = {
+        "mse": kernels.aclnn.mse_loss_backward_get_workspace_size,
+        "l1": kernels.aclnn.l1_loss_backward_get_workspace_size,
+    }.get(
+        op,
+        lambda *a, **k: kernels.aclnn.kl_div_backward_get_workspace_size(
+            a[0], a[1], a[2], "batchmean", True, a[4], **k
+        ),
+    )(g, x, t, 1, call(g, x, t, backend=backend), backend=backend)
+    expected = call(g, x, t, backend=backend, config=ex.space.default)
+    sample = ex.space.sample(20 if backend == "cpu" else 8, seed=7)  # the interpreter is slow: 8 there
+    assert len(sample) >= min(8, ex.space.size)
+    for config in sample:
+        got = call(g, x, t, backend=backend, config=config)
+        assert torch.equal(
+            got.view(torch.int16 if dtype != torch.float32 else torch.int32),
+            expected.view(torch.int16 if dtype != torch.float32 else torch.int32),
+        ), config
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_twenty_cpu_configs_per_op_and_variant_agree(dtype: torch.dtype) -> None:
+    """The issue's bar on the timed CPU backend: a sample of at least 20 configs from each space."""
+    ok, why = backends.probe("cpu")
+    if not ok:
+        pytest.skip(why)
+    gen = torch.Generator().manual_seed(4)
+    g, x, t = (torch.randn(s, generator=gen).to(dtype) for s in PROBLEMS["flat"])
+    space = cpu_space(backends.get("cpu").facts(), (Variant.FLAT, Variant.STRIDED), g.numel())
+    sample = space.sample(20, seed=1)
+    assert len(sample) == min(20, space.size)
+    for name, call in OPS.items():
+        ref = call(g, x, t, backend="cpu", config=space.default)
+        for config in sample:
+            assert torch.equal(call(g, x, t, backend="cpu", config=config), ref), (name, config)
+
+
+F910B2 = DeviceFacts("npu", "ascend910b2", 48, 192 * 1024)
+F910B3 = DeviceFacts("npu", "ascend910b3", 40, 192 * 1024)
+F950 = DeviceFacts("npu", "ascend950", 56, 248 * 1024)
+
+
+@pytest.mark.parametrize(("dtype_bytes", "expected"), [(4, 12288), (2, 8192)])
+def test_npu_default_is_canns_mse_tiling(dtype_bytes: int, expected: int) -> None:
+    small = npu_space(F910B2, (Variant.FLAT, Variant.STRIDED), 40000, dtype_bytes, live_buffers=4)
+    assert small.default.tile == expected and not small.default.multibuffer
+    assert small.default.cores == -(-40000 // expected)
+    big = npu_space(F910B2, (Variant.FLAT,), 1 << 24, dtype_bytes, live_buffers=4)
+    assert big.default.multibuffer and big.default.tile == expected // 2 and big.default.cores == 48
+    assert big.default in big and small.default in small
+
+
+def test_npu_space_respects_ub_and_core_count() -> None:
+    space = npu_space(F910B3, (Variant.FLAT, Variant.STRIDED), 1 << 22, 2, live_buffers=4)
+    configs = list(space)
+    assert configs and max(c.cores for c in configs) == 40  # never the 910B2's 48 on a 40-core part
+    assert all(c.sub_tile * 24 * (2 if c.multibuffer else 1) <= 192 * 1024 for c in configs)
+    too_big = dataclasses.replace(space.default, sub_tile=12288, tile=12288, multibuffer=True)
+    assert any(v.startswith("ub_budget") for v in space.violations(too_big))
+    assert npu_space(F950, (Variant.FLAT,), 100, 4, 4).default.tile == 248 * 1024 // 16 // 8 * 8
+
+
+def test_space_hash_is_stable_and_sensitive() -> None:
+    a = cuda_space(DeviceFacts("cuda", "h100", 132), (Variant.FLAT, Variant.STRIDED), 1 << 20)
+    b = cuda_space(DeviceFacts("cuda", "h100", 132), (Variant.FLAT, Variant.STRIDED), 1 << 10)
+    c = cuda_space(DeviceFacts("cuda", "a100", 108), (Variant.FLAT, Variant.STRIDED), 1 << 20)
+    assert a.hash == b.hash != c.hash
+    assert (
+        len(a.hash) == 16
+        and a.hash == cuda_space(DeviceFacts("cuda", "h100", 132), (Variant.FLAT, Variant.STRIDED), 5).hash
+    )
+
+
+def test_cpu_default_follows_pytorch_grain_size() -> None:
+    facts = DeviceFacts("cpu", "x", 8)
+    assert cpu_space(facts, (Variant.FLAT,), 1000).default.cores == 1
+    assert cpu_space(facts, (Variant.FLAT,), 1 << 24).default.cores == 8
+
+
+def test_config_roundtrips_and_rejects_unknown_knobs() -> None:
+    config = Tiling(tile=512, cores=3, variant=Variant.STRIDED, num_warps=8)
+    assert Tiling.from_dict(config.to_dict()) == config
+    with pytest.raises(ValueError, match="unknown knobs"):
+        Tiling.from_dict({"tile": 1, "cores": 1, "blocks": 2})
+
+
+def test_explicit_config_outside_the_space_is_rejected_before_writing() -> None:
+    out = torch.full((4, 4), 3.0)
+    with pytest.raises(kernels.AclnnError, match="config") as e:
+        kernels.mse_loss_backward(
+            torch.ones(4, 4),
+            torch.ones(4, 4),
+            torch.zeros(4, 4),
+            out=out,
+            backend="cpu",
+            config=Tiling(tile=4096, cores=1, variant=Variant.SCALAR_GRAD),
+        )
+    assert e.value.code == 161002 and torch.all(out == 3.0)

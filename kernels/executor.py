@@ -50,7 +50,14 @@ class ProblemKey:
     reduction_kind: str
 
     def label(self) -> str:
-        parts = (self.op.value, self.dtype, f"2^{self.bucket}", self.grad_kind.value, self.layout.value, self.reduction_kind)
+        parts = (
+            self.op.value,
+            self.dtype,
+            f"2^{self.bucket}",
+            self.grad_kind.value,
+            self.layout.value,
+            self.reduction_kind,
+        )
         return "-".join(parts)
 
 

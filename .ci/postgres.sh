@@ -18,5 +18,5 @@ if ! su postgres -c "$bin/pg_ctl -D $data status" >/dev/null 2>&1; then
 fi
 psql_="psql -h 127.0.0.1 -p 55432 -U postgres"
 $psql_ -tc "SELECT 1 FROM pg_database WHERE datname='losstune'" | grep -q 1 || $psql_ -qc 'CREATE DATABASE losstune'
-echo "postgresql://postgres@127.0.0.1:55432/losstune" > .ci/postgres.url
+echo "postgresql+psycopg2://postgres@127.0.0.1:55432/losstune" > .ci/postgres.url
 echo "postgres: running at $(cat .ci/postgres.url)"

@@ -7,6 +7,7 @@ or whose entries no longer fit the current space is reported once and skipped, n
 
 from __future__ import annotations
 
+import hashlib
 import json
 import warnings
 from dataclasses import dataclass
@@ -32,6 +33,21 @@ class FrozenTable:
     path: Path
     entries: tuple[dict[str, object], ...]
     common: dict[str, object] | None  # the device's best common config, by op
+
+
+_KERNEL_SOURCES = {"cpu": "backends/cpu_loops.py"}
+_TRITON_SOURCE = "backends/triton_loops.py"
+
+
+@cache
+def kernel_hash(backend: str, op: str) -> str:
+    """Hash of the kernel source a config was tuned on: the backend's loops and the op's module."""
+    package = Path(__file__).parent
+    files = (_KERNEL_SOURCES.get(backend, _TRITON_SOURCE), f"ops/{op}.py")
+    digest = hashlib.sha256()
+    for name in files:
+        digest.update((package / name).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def config_path(backend: str, device: str, root: Path | None = None) -> Path:
@@ -75,7 +91,7 @@ def _matches(entry: dict[str, object], key: ProblemKey, *, bucket: bool) -> bool
     return same and (not bucket or entry.get("bucket") == key.bucket)
 
 
-def _usable(table: FrozenTable, entry: dict[str, object], space: Space) -> Tiling | None:
+def _usable(table: FrozenTable, entry: dict[str, object], space: Space, backend: str) -> Tiling | None:
     """The entry's config if it is still valid for the current space and kernels, else None (reported)."""
     try:
         config = Tiling.from_dict(entry["config"])  # type: ignore[arg-type]
@@ -88,6 +104,9 @@ def _usable(table: FrozenTable, entry: dict[str, object], space: Space) -> Tilin
             f"entry {entry.get('op')}/{entry.get('bucket')} is stale: space hash "
             f"{entry.get('space_hash')} != current {space.hash}",
         )
+        return None
+    if entry.get("kernel_hash") != kernel_hash(backend, str(entry.get("op"))):
+        _report(table.path, f"entry {entry.get('op')}/{entry.get('bucket')} is stale: tuned on other kernel source")
         return None
     if config not in space:
         return None  # e.g. a common config whose variant is not legal for this layout
@@ -103,7 +122,7 @@ def lookup(
     name = table.path.name
     exact = [e for e in table.entries if _matches(e, key, bucket=True)]
     for entry in exact:
-        config = _usable(table, entry, space)
+        config = _usable(table, entry, space, backend)
         if config is not None:
             return config, f"frozen {name} [exact 2^{key.bucket}]"
     near = sorted(
@@ -111,12 +130,12 @@ def lookup(
         key=lambda e: abs(int(e.get("bucket", 0)) - key.bucket),
     )  # type: ignore[arg-type]
     for entry in near:
-        config = _usable(table, entry, space)
+        config = _usable(table, entry, space, backend)
         if config is not None:
             return config, f"frozen {name} [nearest 2^{entry.get('bucket')}]"
     common = (table.common or {}).get(key.op.value)
     if isinstance(common, dict):
-        config = _usable(table, common, space)
+        config = _usable(table, common, space, backend)
         if config is not None:
             return config, f"frozen {name} [best common]"
     return None

@@ -1,0 +1,128 @@
+"""One timing function for the tuner, asv and the CLI, and the copy-bandwidth probe.
+
+Warm-up, then timed runs until a minimum total time (and a minimum count); each run is bracketed
+by a device sync (CUDA events on GPUs), so the time is the device's. Median with p20/p80 and the
+raw samples are kept. ``cold_cache`` writes a buffer larger than the last-level cache between runs;
+``sets`` rotates through independent input sets so no run finds the previous one's data in cache.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+
+import torch
+
+from kernels import backends
+
+FLUSH_BYTES = 256 << 20  # larger than any last-level cache these hosts have
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_s: float
+    p20_s: float
+    p80_s: float
+    samples: tuple[float, ...] = field(repr=False)
+
+    @property
+    def spread(self) -> float:
+        """(p80 - p20) / median: the relative noise of this measurement."""
+        return (self.p80_s - self.p20_s) / self.median_s if self.median_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return {"median_s": self.median_s, "p20_s": self.p20_s, "p80_s": self.p80_s, "n": len(self.samples)}
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    pos = q * (len(sorted_values) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def summarize(samples: list[float]) -> Timing:
+    ordered = sorted(samples)
+    return Timing(statistics.median(ordered), _quantile(ordered, 0.2), _quantile(ordered, 0.8), tuple(samples))
+
+
+class _Clock:
+    """Device-side timing where there is a device; host perf_counter around a sync otherwise."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.cuda = device.type == "cuda"
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        elif self.device.type == "npu":
+            torch.npu.synchronize()  # type: ignore[attr-defined]
+
+    def time(self, fn: Callable[[], object]) -> float:
+        if self.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3
+        self.sync()
+        t0 = time.perf_counter()
+        fn()
+        self.sync()
+        return time.perf_counter() - t0
+
+
+def measure(
+    run: Callable[[int], object],
+    device: torch.device | str = "cpu",
+    *,
+    sets: int = 1,
+    warmup: int = 2,
+    min_time_s: float = 0.1,
+    min_runs: int = 5,
+    max_runs: int = 10_000,
+    cold_cache: bool = False,
+) -> Timing:
+    """Time ``run(i)`` where ``i`` picks the input set (rotating over ``sets``)."""
+    device = torch.device(device)
+    clock = _Clock(device)
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=device) if cold_cache else None
+    for i in range(warmup):
+        run(i % sets)
+    samples: list[float] = []
+    total = 0.0
+    i = 0
+    while (total < min_time_s or len(samples) < min_runs) and len(samples) < max_runs:
+        if flush is not None:
+            flush.fill_(float(i))
+            clock.sync()
+        k = i % sets
+        dt = clock.time(lambda k=k: run(k))
+        samples.append(dt)
+        total += dt
+        i += 1
+    return summarize(samples)
+
+
+@cache
+def copy_bandwidth(device: str = "cpu", nbytes: int = 1 << 28, min_time_s: float = 0.3) -> float:
+    """Bytes per second of ``dst.copy_(src)`` on this device (read + write counted): the roofline."""
+    n = nbytes // 4
+    src = torch.ones(n, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    timing = measure(lambda _: dst.copy_(src), device, min_time_s=min_time_s, warmup=3)
+    return 2 * nbytes / timing.median_s
+
+
+def bytes_moved(tensors_read: list[torch.Tensor], out: torch.Tensor) -> int:
+    """What the op must move: each input read once, the output written once."""
+    return sum(t.numel() * t.element_size() for t in tensors_read) + out.numel() * out.element_size()
+
+
+def backend_device(backend: str) -> torch.device:
+    return torch.device(backends.info(backend).device_type)

@@ -1,0 +1,76 @@
+"""Every subcommand, driven with argv as a user types it (CPU backend, small cases)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tuner.cli import main
+
+QUICK = ["--op", "mse", "--shape", "2^10", "--reduction", "mean", "--backend", "cpu"]
+
+
+def test_tune_show_freeze_bench_roundtrip(storage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tune", *QUICK, "--storage", storage, "--min-time", "0.002", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 1 and rows[0]["trials"] == 20  # the whole CPU grid of a scalar_grad problem on 2 threads
+    assert rows[0]["speedup_vs_default"] >= 1.0 or not rows[0]["tuned"]
+    assert main(["show", "--storage", storage]) == 0
+    assert "mse float32 1024 mean" in capsys.readouterr().out
+    root = tmp_path / "configs"
+    assert main(["freeze", "--storage", storage, "--config-dir", str(root)]) == 0
+    assert "froze 1 entries" in capsys.readouterr().out
+    table = json.loads(next(root.glob("cpu/*.json")).read_text())
+    assert table["schema_version"] == 1 and table["entries"][0]["op"] == "mse"
+    assert main(["bench", *QUICK, "--min-time", "0.002", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "roofline: copy bandwidth" in out and "mse" in out
+
+
+def test_tune_with_table_output_and_freeze_flag(
+    storage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["tune", *QUICK, "--storage", storage, "--trials", "4", "--min-time", "0.002", "--no-progress"]
+    assert main([*argv, "--freeze", "--config-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "x default" in out and "froze 1 entries" in out
+
+
+def test_doctor_reports_each_backend(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "cpu               loads" in out
+    assert "npu               does not load" in out and "torch_npu" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["tune", *QUICK, "--trials", "0"], "--trials: expected a positive number, got 0"),
+        (["tune", "--op", "huber"], "op: expected mse, l1, kl_div or kl_div-log, got 'huber'"),
+        (["tune", "--shape", "4y4"], "shape: expected N, B^E or AxBxC, got '4y4'"),
+        (["tune", "--dtype", "int8"], "dtype: expected one of float32, float16, bfloat16, got 'int8'"),
+        (["tune", "--storage", "redis://x"], "storage: expected a journal file path or a postgresql:// URL"),
+        (
+            ["tune", *QUICK, "--sampler", "grid", "--study-name", "x", "--op", "l1"],
+            "--study-name: expected exactly one",
+        ),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_clear_error(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], storage: str
+) -> None:
+    if "--storage" not in argv:
+        argv = [*argv, "--storage", storage]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_freeze_with_nothing_to_freeze_writes_nothing(
+    storage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["freeze", "--storage", storage, "--config-dir", str(tmp_path)]) == 2
+    assert "no finished cpu studies" in capsys.readouterr().err
+    assert not list(tmp_path.rglob("*.json"))

@@ -1,0 +1,120 @@
+"""Frozen tables: atomic and versioned, the lookup chain, corrupt and stale files skipped, shipped configs valid."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels import backends, frozen
+from kernels.executor import ProblemKey
+from kernels.modes import GradKind, Layout, Op, Reduction, Variant
+from kernels.tiling import Tiling
+from tuner.freeze import write_atomic
+from tuner.problems import Case
+
+CONFIGS = Path(frozen.__file__).parent / "configs"
+
+
+def _space_and_key(bucket: int = 16) -> tuple[object, ProblemKey]:
+    case = Case(Op.MSE, torch.float32, (1 << bucket,), Reduction.NONE)
+    g, x, t = case.inputs("cpu")
+    ex = case.phase_one(g, x, t, case.out_like(x), "cpu")
+    return ex.space, ex.key
+
+
+def _entry(key: ProblemKey, space: object, bucket: int, config: Tiling) -> dict[str, object]:
+    return {
+        "op": key.op.value,
+        "dtype": key.dtype,
+        "bucket": bucket,
+        "grad_kind": key.grad_kind.value,
+        "layout": key.layout.value,
+        "reduction_kind": key.reduction_kind,
+        "config": config.to_dict(),
+        "space_hash": space.hash,
+        "kernel_hash": frozen.kernel_hash("cpu", key.op.value),
+    }  # type: ignore[attr-defined]
+
+
+def _write(root: Path, entries: list[dict[str, object]], common: dict[str, object] | None = None) -> None:
+    write_atomic(
+        frozen.config_path("cpu", "dev", root), {"schema_version": 1, "entries": entries, "common": common or {}}
+    )
+    frozen.load.cache_clear()
+
+
+def test_lookup_order_exact_nearest_common_default(tmp_path: Path) -> None:
+    space, key = _space_and_key(16)
+    a = Tiling(tile=256, cores=1, variant=Variant.STRIDED)
+    b = Tiling(tile=1024, cores=2, variant=Variant.FLAT)
+    c = Tiling(tile=65536, cores=2, variant=Variant.FLAT)
+    _write(tmp_path, [_entry(key, space, 16, a), _entry(key, space, 20, b)], {"mse": _entry(key, space, 0, c)})
+    assert frozen.lookup("cpu", "dev", key, space, tmp_path) == (a, "frozen dev.json [exact 2^16]")
+    key18 = ProblemKey(key.op, key.dtype, 19, key.grad_kind, key.layout, key.reduction_kind)
+    assert frozen.lookup("cpu", "dev", key18, space, tmp_path)[1] == "frozen dev.json [nearest 2^20]"
+    other = ProblemKey(key.op, key.dtype, 16, GradKind.SCALAR, Layout.CONTIGUOUS, "reduced")
+    assert frozen.lookup("cpu", "dev", other, space, tmp_path) == (c, "frozen dev.json [best common]")
+    assert frozen.lookup("cpu", "nodev", key, space, tmp_path) is None  # no table: the backend default
+
+
+def test_corrupt_file_is_reported_and_skipped(tmp_path: Path) -> None:
+    space, key = _space_and_key()
+    path = frozen.config_path("cpu", "dev", tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"schema_version": 1, "entries": [')
+    frozen.load.cache_clear()
+    with pytest.warns(frozen.FrozenConfigWarning, match="unreadable"):
+        assert frozen.lookup("cpu", "dev", key, space, tmp_path) is None
+    path.write_text(json.dumps({"schema_version": 99, "entries": []}))
+    frozen.load.cache_clear()
+    with pytest.warns(frozen.FrozenConfigWarning, match="schema_version 1"):
+        assert frozen.lookup("cpu", "dev", key, space, tmp_path) is None
+
+
+def test_stale_entries_are_reported_and_skipped(tmp_path: Path) -> None:
+    space, key = _space_and_key()
+    stale_space = _entry(key, space, 16, space.default) | {"space_hash": "0" * 16}
+    stale_kernel = _entry(key, space, 16, space.default) | {"kernel_hash": "f" * 16}
+    for stale, why in ((stale_space, "space hash"), (stale_kernel, "other kernel source")):
+        _write(tmp_path, [stale])
+        with pytest.warns(frozen.FrozenConfigWarning, match=why):
+            assert frozen.lookup("cpu", "dev", key, space, tmp_path) is None
+
+
+def test_atomic_write_leaves_the_old_file_when_writing_fails(tmp_path: Path) -> None:
+    path = tmp_path / "cpu" / "dev.json"
+    write_atomic(path, {"schema_version": 1, "entries": []})
+    with pytest.raises(TypeError):
+        write_atomic(path, {"schema_version": 1, "entries": [object()]})
+    assert json.loads(path.read_text()) == {"schema_version": 1, "entries": []}
+    assert [p.name for p in path.parent.iterdir()] == ["dev.json"]  # no temporary left behind
+
+
+def _shipped() -> list[tuple[Path, dict[str, object]]]:
+    return [(p, e) for p in sorted(CONFIGS.glob("*/*.json")) for e in json.loads(p.read_text())["entries"]]
+
+
+def test_configs_are_shipped_for_the_cpu() -> None:
+    assert list(CONFIGS.glob("cpu/*.json")), "no frozen CPU table is committed"
+
+
+@pytest.mark.parametrize(("path", "entry"), _shipped(), ids=lambda v: v.name if isinstance(v, Path) else v["case"])
+def test_every_shipped_config_is_in_its_space_and_current(path: Path, entry: dict[str, object]) -> None:
+    backend = path.parent.name
+    if not backends.probe(backend)[0] or backends.get(backend).facts().name != path.stem:
+        pytest.skip(f"{path} is for another device than this host's {backend}")
+    red = Reduction.NONE if entry["reduction_kind"] == "none" else Reduction.MEAN
+    case = Case(Op(entry["op"]), getattr(torch, str(entry["dtype"])), (1 << int(entry["bucket"]),), red)
+    g, x, t = case.inputs(backends.info(backend).device_type)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", frozen.FrozenConfigWarning)
+        ex = case.phase_one(g, x, t, case.out_like(x), backend)
+    assert ex.key.grad_kind.value == entry["grad_kind"] and ex.key.layout.value == entry["layout"]
+    assert Tiling.from_dict(entry["config"]) in ex.space
+    assert entry["space_hash"] == ex.space.hash
+    assert entry["kernel_hash"] == frozen.kernel_hash(backend, str(entry["op"]))
+    assert ex.config_source.startswith(f"frozen {path.name}")  # the executor says it uses the table

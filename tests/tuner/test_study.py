@@ -1,0 +1,152 @@
+"""Tuning done right: failures are data, defaults go first, killed runs resume, workers share storage."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+
+from kernels.modes import Op, Reduction
+from tuner import study as st
+from tuner.problems import Case
+
+ROOT = Path(__file__).resolve().parents[2]
+CASE = Case(Op.L1, torch.float32, (1 << 12,), Reduction.NONE)
+FAST = st.TuneOptions(min_time_s=0.002, rounds=2)
+
+
+def _tune_argv(storage: str, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "tuner",
+        "tune",
+        "--op",
+        "l1",
+        "--shape",
+        "2^12",
+        "--storage",
+        storage,
+        "--min-time",
+        "0.02",
+        "--no-progress",
+        *extra,
+    ]
+
+
+def test_default_is_the_first_trial_and_failures_never_win(storage: str) -> None:
+    result = st.tune_case(CASE, st.TuneOptions(storage=storage, min_time_s=0.002, rounds=2, trials=6))
+    study = optuna.load_study(study_name=result.name, storage=st.open_storage(storage))
+    first = study.trials[0]
+    assert first.user_attrs["config"]["tile"] == 4096 and first.user_attrs["config"]["cores"] == 1  # the default
+    assert result.final["config"]["variant"] in ("flat", "strided")
+    assert study.user_attrs["final"]["kernel_hash"] and study.user_attrs["space_hash"]
+
+
+def test_wrong_values_are_recorded_as_incorrect_and_the_study_goes_on(storage: str) -> None:
+    """Plumbing with a corrupted reference standing in for a wrong kernel: every trial must fail the check."""
+    bench = st._Bench.make(CASE, "cpu")
+    bench.ref = bench.ref + 1.0
+    space = bench.executor(None).space
+    study = optuna.create_study(storage=st.open_storage(storage), sampler=optuna.samplers.RandomSampler(seed=0))
+    study.optimize(st._objective(bench, space, FAST), n_trials=3, catch=(st.TrialFailure,))
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL] * 3
+    assert {t.user_attrs["failure"] for t in study.trials} == {"incorrect"}
+    assert "elements off" in study.trials[0].user_attrs["reason"]
+
+
+def test_constraint_breaking_config_is_recorded_not_run(storage: str) -> None:
+    """The Triton space's warps_fit_block constraint, checked before anything is compiled."""
+    from kernels import backends
+
+    if not backends.probe("triton-interpret")[0]:
+        pytest.skip("triton not installed")
+    bench = st._Bench.make(CASE, "triton-interpret")
+    space = bench.executor(None).space
+    study = optuna.create_study(storage=st.open_storage(storage))
+    study.enqueue_trial({"variant": "flat", "tile": 256, "cores": 1, "num_warps": 16})
+    study.optimize(st._objective(bench, space, FAST), n_trials=1, catch=(st.TrialFailure,))
+    trial = study.trials[0]
+    assert trial.state == optuna.trial.TrialState.FAIL and trial.user_attrs["failure"] == "constraint"
+    assert "warps_fit_block" in trial.user_attrs["reason"]
+
+
+def _complete(storage: str) -> list[optuna.trial.FrozenTrial]:
+    studies = optuna.get_all_study_summaries(st.open_storage(storage))
+    if not studies:
+        return []
+    study = optuna.load_study(study_name=studies[0].study_name, storage=st.open_storage(storage))
+    return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+
+
+def test_killed_run_resumes_without_losing_or_remeasuring(storage: str) -> None:
+    proc = subprocess.Popen(
+        _tune_argv(storage, "--sampler", "grid"), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    deadline = time.time() + 120
+    while len(_complete(storage)) < 4 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = {t.number: (t.params, t.value) for t in _complete(storage)}
+    assert len(before) >= 4
+    subprocess.run(_tune_argv(storage, "--sampler", "grid"), cwd=ROOT, check=True, capture_output=True)
+    after = _complete(storage)
+    for t in after:  # every finished trial is still there, with its value, never measured again
+        if t.number in before:
+            assert (t.params, t.value) == before[t.number]
+    params = [tuple(sorted(t.params.items())) for t in after]
+    assert len(params) == len(set(params))  # no point measured twice
+    # The point that was running at the kill may be lost (known gap, noted on issue 3); none that finished is.
+    assert len(params) >= 19
+
+
+def _two_workers(storage: str) -> None:
+    argv = _tune_argv(storage, "--sampler", "random", "--trials", "8", "--study-name", "shared")
+    st.open_storage(storage)  # create the schema once: two processes racing to create tables collide in PostgreSQL
+    procs = [
+        subprocess.Popen([*argv, "--seed", str(i)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for i in range(2)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err.decode()[-2000:]
+    study = optuna.load_study(study_name="shared", storage=st.open_storage(storage))
+    trials = study.get_trials(deepcopy=False)
+    assert len(trials) >= 8 and all(t.state.is_finished() for t in trials)
+    assert sum(t.state == optuna.trial.TrialState.COMPLETE for t in trials) >= 8
+    assert "final" in study.user_attrs
+
+
+def test_two_workers_share_the_embedded_journal(storage: str) -> None:
+    _two_workers(storage)
+
+
+def test_two_workers_share_a_postgresql_study() -> None:
+    url_file = ROOT / ".ci" / "postgres.url"
+    if not url_file.exists():
+        if os.environ.get("CI"):
+            pytest.fail(".ci/postgres.sh did not start PostgreSQL")
+        pytest.skip("no PostgreSQL: run .ci/postgres.sh")
+    url = url_file.read_text().strip()
+    name = f"losstune_test_{os.getpid()}"
+    admin = url.rsplit("/", 1)[0] + "/postgres"
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(admin, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sqlalchemy.text(f"CREATE DATABASE {name}"))
+    try:
+        _two_workers(url.rsplit("/", 1)[0] + f"/{name}")
+    finally:
+        engine.dispose()
+        with sqlalchemy.create_engine(admin, isolation_level="AUTOCOMMIT").connect() as conn:
+            conn.execute(sqlalchemy.text(f"DROP DATABASE {name} WITH (FORCE)"))

@@ -1,0 +1,213 @@
+"""The losstune command line: a thin layer over tuner's library API.
+
+Subcommands: tune, show, freeze, bench, doctor. ``main(argv) -> int`` parses into the library's
+option dataclasses and calls it; every subcommand is tested with argv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from tuner.problems import ALL_OPS, SUITES, Case, build_cases, suite
+
+
+def _cases(args: argparse.Namespace) -> list[Case]:
+    if args.suite:
+        return suite(args.suite)
+    shapes = tuple(args.shape or ("2^20",))
+    return build_cases(
+        tuple(args.op or ALL_OPS), tuple(args.dtype or ("float32",)), shapes, tuple(args.reduction or ("none",))
+    )
+
+
+def _add_case_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--op", action="append", help="mse, l1, kl_div or kl_div-log (repeatable; default all three)")
+    p.add_argument("--dtype", action="append", help="float32, float16, bfloat16 (repeatable; default float32)")
+    p.add_argument("--shape", action="append", help="N, 2^K or AxBxC (repeatable; default 2^20)")
+    p.add_argument(
+        "--reduction",
+        action="append",
+        help="none (full gradient) or mean/sum (0-d gradient, as autograd sends); repeatable",
+    )
+    p.add_argument("--suite", choices=sorted(SUITES), help="a named set of cases instead of the four above")
+    p.add_argument("--backend", default="cpu", help="cpu, cuda, npu (default cpu)")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="losstune", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    tune = sub.add_parser("tune", help="sweep tile sizes and core counts with optuna")
+    _add_case_args(tune)
+    tune.add_argument("--sampler", default="auto", choices=("auto", "tpe", "random", "grid"))
+    tune.add_argument("--trials", type=int, help="trials per study (default: the whole grid, or 40)")
+    tune.add_argument("--timeout", type=float, help="seconds per study")
+    tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--storage", help="journal file path (default results/tuning/journal.log) or postgresql://...")
+    tune.add_argument("--study-name", help="override the derived study name (one case only)")
+    tune.add_argument("--min-time", type=float, default=0.05, help="seconds of timed runs per measurement")
+    tune.add_argument("--freeze", action="store_true", help="freeze the winners after tuning")
+    tune.add_argument("--config-dir", type=Path, help="frozen-config root (default kernels/configs)")
+    tune.add_argument("--bench", action="store_true", help="print the bench table after freezing")
+    tune.add_argument("--no-progress", action="store_true")
+
+    show = sub.add_parser("show", help="studies, their best configs and their lead over the default")
+    show.add_argument("--storage")
+    show.add_argument("--json", action="store_true")
+
+    freeze = sub.add_parser("freeze", help="write winners into kernels/configs/<backend>/<device>.json")
+    freeze.add_argument("--storage")
+    freeze.add_argument("--backend", default="cpu")
+    freeze.add_argument("--device", help="device name (default: the only one in storage)")
+    freeze.add_argument("--config-dir", type=Path, help="frozen-config root (default kernels/configs)")
+
+    bench = sub.add_parser("bench", help="tuned vs default vs vendor: median, spread, GB/s, % roofline")
+    _add_case_args(bench)
+    bench.add_argument("--min-time", type=float, default=0.1)
+    bench.add_argument("--rounds", type=int, default=3)
+
+    sub.add_parser("doctor", help="which backends load here, their device facts, and why not")
+    return parser
+
+
+def _positive(value: float | int | None, name: str) -> None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{name}: expected a positive number, got {value}")
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from tuner.study import TuneOptions, tune_case
+
+    _positive(args.trials, "--trials")
+    _positive(args.timeout, "--timeout")
+    _positive(args.min_time, "--min-time")
+    cases = _cases(args)
+    if args.study_name and len(cases) != 1:
+        raise ValueError(f"--study-name: expected exactly one case, got {len(cases)}")
+    opts = TuneOptions(
+        backend=args.backend,
+        sampler=args.sampler,
+        trials=args.trials,
+        timeout_s=args.timeout,
+        seed=args.seed,
+        storage=args.storage,
+        study_name=args.study_name,
+        min_time_s=args.min_time,
+    )
+    results = []
+    bar = None
+    if not args.no_progress and not args.json:
+        from tqdm import tqdm
+
+        bar = tqdm(unit="trial", file=sys.stderr, dynamic_ncols=True)
+    for case in cases:
+        if bar is not None:
+            bar.set_description(case.label())
+        results.append(tune_case(case, opts, progress=(bar.update if bar is not None else None)))
+    if bar is not None:
+        bar.close()
+    if args.json:
+        print(json.dumps([r.row() for r in results], indent=1, default=str))
+    else:
+        print(_summary([r.row() for r in results]))
+    if args.freeze:
+        from tuner.freeze import freeze
+
+        path, n = freeze(args.storage, args.backend, root=args.config_dir)
+        print(f"froze {n} entries into {path}")
+    if args.bench:
+        return _bench(args)
+    return 0
+
+
+def _summary(rows: list[dict[str, object]]) -> str:
+    head = ("case", "trials", "failures", "best config", "x default", "noise", "frozen", "x vendor")
+    lines = [head]
+    for r in rows:
+        cand = r.get("best_candidate") or {}
+        config = " ".join(f"{k}={v}" for k, v in cand.items() if v not in (0, False)) if isinstance(cand, dict) else ""
+        fails = ",".join(f"{k}:{v}" for k, v in (r.get("failures") or {}).items()) or "-"  # type: ignore[union-attr]
+        lines.append(
+            (
+                str(r.get("case")),
+                str(r.get("trials")),
+                fails,
+                config,
+                f"{1 / (1 - float(r.get('best_candidate_gain', 0.0))):.2f}",
+                f"{float(r.get('noise', 0.0)):.1%}",
+                "tuned" if r.get("tuned") else "default",
+                f"{float(r.get('speedup_vs_vendor', 0.0)):.2f}",
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines)
+
+
+def _show(args: argparse.Namespace) -> int:
+    from tuner.study import study_rows
+
+    rows = study_rows(args.storage)
+    if args.json:
+        print(json.dumps(rows, indent=1, default=str))
+        return 0
+    if not rows:
+        print("no studies in storage")
+        return 0
+    summary = []
+    for r in rows:
+        final = r.get("final") if isinstance(r.get("final"), dict) else {}
+        summary.append(
+            {"case": f"{r.get('backend')}/{r.get('device')} {r.get('case')}", "trials": r["trials"], **final}
+        )
+    print(_summary(summary))
+    return 0
+
+
+def _freeze(args: argparse.Namespace) -> int:
+    from tuner.freeze import freeze
+
+    path, n = freeze(args.storage, args.backend, args.device, root=args.config_dir)
+    print(f"froze {n} entries into {path}")
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from tuner.bench import as_dicts, bench_case, format_table
+
+    rows = [
+        bench_case(c, args.backend, min_time_s=getattr(args, "min_time", 0.1), rounds=getattr(args, "rounds", 3))
+        for c in _cases(args)
+    ]
+    print(json.dumps(as_dicts(rows), indent=1) if args.json else format_table(rows))
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from kernels import backends
+
+    for entry in backends.REGISTRY:
+        ok, why = backends.probe(entry.name)
+        if ok:
+            facts = backends.get(entry.name).facts()
+            extra = f", UB {facts.ub_bytes // 1024} KB" if facts.ub_bytes else ""
+            print(f"{entry.name:17s} loads: device {facts.name}, {facts.cores} cores{extra}")
+        else:
+            print(f"{entry.name:17s} does not load: {why}")
+    return 0
+
+
+COMMANDS = {"tune": _tune, "show": _show, "freeze": _freeze, "bench": _bench, "doctor": _doctor}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except ValueError as e:
+        print(f"losstune {args.command}: error: {e}", file=sys.stderr)
+        return 2

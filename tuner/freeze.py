@@ -1,0 +1,135 @@
+"""Freeze study winners into kernels/configs/<backend>/<device>.json: versioned, atomic, with provenance."""
+
+from __future__ import annotations
+
+import collections
+import importlib.metadata
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from kernels import frozen
+from tuner.study import ROOT, study_rows
+
+KEY_FIELDS = ("op", "dtype", "bucket", "grad_kind", "layout", "reduction_kind")
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
+
+
+def versions() -> dict[str, str]:
+    found = {}
+    for dist in ("losstune", "torch", "numba", "triton", "optuna", "numpy"):
+        try:
+            found[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def write_atomic(path: Path, data: dict[str, object]) -> None:
+    """Write to a temporary file beside the target, fsync, then rename: readers see old or new, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _entry(row: dict[str, object], commit: str, vers: dict[str, str]) -> dict[str, object]:
+    final = row["final"]
+    assert isinstance(final, dict)
+    return {
+        **{k: row[k] for k in KEY_FIELDS},
+        "log_target": row.get("log_target", False),
+        "config": final["config"],
+        "tuned": final["tuned"],
+        "median_s": final["median_s"],
+        "p20_s": final["p20_s"],
+        "p80_s": final["p80_s"],
+        "noise": final["noise"],
+        "speedup_vs_default": final["speedup_vs_default"],
+        "speedup_vs_vendor": final["speedup_vs_vendor"],
+        "study": row["study"],
+        "trial": final["trial"],
+        "git_commit": commit,
+        "versions": vers,
+        "kernel_hash": final["kernel_hash"],
+        "space_hash": row["space_hash"],
+        "case": row.get("case"),
+    }
+
+
+def _best_common(entries: list[dict[str, object]]) -> dict[str, dict[str, object]]:
+    """Per op, the tuned config that won most often (ties: best mean speedup over default)."""
+    by_op: dict[str, list[dict[str, object]]] = collections.defaultdict(list)
+    for e in entries:
+        if e["tuned"]:
+            by_op[str(e["op"])].append(e)
+    common = {}
+    for op, wins in by_op.items():
+        counts = collections.Counter(json.dumps(e["config"], sort_keys=True) for e in wins)
+
+        def score(key: str, wins: list[dict[str, object]] = wins, counts: collections.Counter = counts) -> tuple:
+            sp = [float(e["speedup_vs_default"]) for e in wins if json.dumps(e["config"], sort_keys=True) == key]
+            return counts[key], sum(sp) / len(sp)
+
+        key = max(counts, key=score)
+        example = next(e for e in wins if json.dumps(e["config"], sort_keys=True) == key)
+        common[op] = {k: example[k] for k in ("op", "config", "kernel_hash", "space_hash")}
+    return common
+
+
+def freeze(storage: str | None, backend: str, device: str | None = None, root: Path | None = None) -> tuple[Path, int]:
+    """Merge every finished study of (backend, device) into the device's table; returns (path, entries)."""
+    rows = [r for r in study_rows(storage) if r.get("backend") == backend and isinstance(r.get("final"), dict)]
+    if not rows:
+        raise ValueError(f"storage: no finished {backend} studies to freeze in {storage or 'the default journal'}")
+    if device is None:
+        devices = sorted({str(r["device"]) for r in rows})
+        if len(devices) != 1:
+            raise ValueError(
+                f"device: expected exactly one device among the {backend} studies, got {devices or 'none'}"
+            )
+        device = devices[0]
+    rows = [r for r in rows if r.get("device") == device and not r.get("log_target")]
+    if not rows:
+        raise ValueError(f"storage: no finished {backend}/{device} studies to freeze")
+    path = frozen.config_path(backend, device, root)
+    existing: list[dict[str, object]] = []
+    if path.exists():
+        try:
+            old = json.loads(path.read_text())
+            existing = old.get("entries", []) if old.get("schema_version") == frozen.SCHEMA_VERSION else []
+        except (OSError, json.JSONDecodeError):
+            existing = []  # a corrupt table is replaced whole, never patched
+    commit, vers = git_commit(), versions()
+    merged = {tuple(e.get(k) for k in KEY_FIELDS): e for e in existing}
+    for row in rows:
+        entry = _entry(row, commit, vers)
+        merged[tuple(entry[k] for k in KEY_FIELDS)] = entry
+    entries = sorted(merged.values(), key=lambda e: tuple(str(e[k]) for k in KEY_FIELDS))
+    table = {
+        "schema_version": frozen.SCHEMA_VERSION,
+        "backend": backend,
+        "device": device,
+        "entries": entries,
+        "common": _best_common(entries),
+    }
+    write_atomic(path, table)
+    frozen.load.cache_clear()
+    return path, len(entries)

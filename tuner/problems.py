@@ -1,0 +1,142 @@
+"""Tuning cases: one op x dtype x shape x reduction, with its inputs, reference and baseline."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+import kernels
+from kernels import aclnn
+from kernels.executor import Executor
+from kernels.modes import Op, Reduction
+from kernels.ops import kl_div, l1, mse
+from kernels.plan import dtype_name, parse_dtype
+from kernels.tiling import Tiling
+
+
+@dataclass(frozen=True)
+class Case:
+    """One tuning problem. mean/sum send a 0-d gradient, as autograd does; none a full one."""
+
+    op: Op
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    reduction: Reduction
+    log_target: bool = False
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def label(self) -> str:
+        shape = "x".join(map(str, self.shape)) or "0d"
+        log = "-log" if self.log_target else ""
+        return f"{self.op.value}{log} {dtype_name(self.dtype)} {shape} {self.reduction.name.lower()}"
+
+    def inputs(self, device: torch.device | str, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        gen = torch.Generator().manual_seed(seed)
+        grad_shape = self.shape if self.reduction is Reduction.NONE else ()
+        g = torch.randn(grad_shape, generator=gen) * 1.5 + 0.25
+        x = torch.randn(self.shape, generator=gen)
+        t = torch.rand(self.shape, generator=gen) if self.op is Op.KL_DIV else torch.randn(self.shape, generator=gen)
+        return tuple(v.to(self.dtype).to(device) for v in (g, x, t))  # type: ignore[return-value]
+
+    def read_tensors(self, g: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> list[torch.Tensor]:
+        """The inputs the op must read (KL never reads input's values)."""
+        return [g, t] if self.op is Op.KL_DIV else [g, x, t]
+
+    def phase_one(
+        self,
+        g: torch.Tensor,
+        x: torch.Tensor,
+        t: torch.Tensor,
+        out: torch.Tensor,
+        backend: str,
+        config: Tiling | None = None,
+    ) -> Executor:
+        red = int(self.reduction)
+        if self.op is Op.MSE:
+            return aclnn.mse_loss_backward_get_workspace_size(g, x, t, red, out, backend=backend, config=config)[1]
+        if self.op is Op.L1:
+            return aclnn.l1_loss_backward_get_workspace_size(g, x, t, red, out, backend=backend, config=config)[1]
+        return aclnn.kl_div_backward_get_workspace_size(
+            g, x, t, red, self.log_target, out, backend=backend, config=config
+        )[1]
+
+    def out_like(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.empty(self.shape, dtype=self.dtype, device=x.device)
+
+    def reference(self, g: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        if self.op is Op.MSE:
+            return mse.reference(g, x, t, self.reduction)
+        if self.op is Op.L1:
+            return l1.reference(g, x, t, self.reduction)
+        return kl_div.reference(g, x, t, self.reduction, self.log_target)
+
+    def baseline(self) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+        """The vendor baseline of SEMANTICS.md for this op on the tensors' device."""
+        if self.op is Op.MSE:
+            return lambda g, x, t: mse.vendor_baseline(g, x, t, self.reduction)
+        if self.op is Op.L1:
+            return lambda g, x, t: l1.vendor_baseline(g, x, t, self.reduction)
+        return lambda g, x, t: kl_div.vendor_baseline(g, x, t, self.reduction, self.log_target)
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """'1048576', '2^20', '41x401x1271' or '' (0-d)."""
+    try:
+        if "^" in text:
+            base, exp = text.split("^")
+            return (int(base) ** int(exp),)
+        return tuple(int(p) for p in text.split("x")) if text else ()
+    except ValueError:
+        raise ValueError(f"shape: expected N, B^E or AxBxC, got {text!r}") from None
+
+
+def parse_op(text: str) -> tuple[Op, bool]:
+    """'mse', 'l1', 'kl_div' or 'kl_div-log' (log_target)."""
+    name, _, mode = text.partition("-")
+    try:
+        op = Op(name)
+    except ValueError:
+        raise ValueError(f"op: expected mse, l1, kl_div or kl_div-log, got {text!r}") from None
+    if mode not in ("", "log") or (mode and op is not Op.KL_DIV):
+        raise ValueError(f"op: expected mse, l1, kl_div or kl_div-log, got {text!r}")
+    return op, mode == "log"
+
+
+ALL_OPS = ("mse", "l1", "kl_div")
+
+# Named suites: (ops, dtypes, shapes, reductions). "main" is the README's CPU job: every op, the
+# full and the 0-d gradient, three sizes across the cache hierarchy of a small host.
+SUITES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "main": (ALL_OPS, ("float32",), ("2^16", "2^20", "2^23"), ("none", "mean")),
+    "quick": (ALL_OPS, ("float32",), ("2^12",), ("none",)),
+    "dtypes": (ALL_OPS, ("float32", "float16", "bfloat16"), ("2^20",), ("none", "mean")),
+}
+
+
+def build_cases(
+    ops: tuple[str, ...], dtypes: tuple[str, ...], shapes: tuple[str, ...], reductions: tuple[str, ...]
+) -> list[Case]:
+    cases = []
+    for op_text in ops:
+        op, log = parse_op(op_text)
+        for dtype in dtypes:
+            for shape in shapes:
+                for red in reductions:
+                    reduction = Reduction.parse(red, allow_batchmean=op is Op.KL_DIV)
+                    cases.append(Case(op, parse_dtype(dtype), parse_shape(shape), reduction, log))
+    return cases
+
+
+def suite(name: str) -> list[Case]:
+    if name not in SUITES:
+        raise ValueError(f"suite: expected one of {', '.join(SUITES)}, got {name!r}")
+    return build_cases(*SUITES[name])
+
+
+__all__ = ["Case", "SUITES", "build_cases", "kernels", "parse_op", "parse_shape", "suite"]

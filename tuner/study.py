@@ -1,0 +1,386 @@
+"""Studies: one per (op, backend, device, dtype, shape bucket, gradient kind, layout, reduction kind).
+
+Every trial is checked against the float64 reference before it is timed; a config that breaks a
+space constraint, fails to compile, raises, gives wrong values or runs past the time limit is
+recorded with its reason and never wins. The backend default and the frozen config are enqueued
+first. After the search the best finalists and the default are re-measured interleaved; the winner
+is kept only if it beats the default by more than the measured noise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import random
+import socket
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import optuna
+import torch
+
+from kernels import backends, frozen, timing
+from kernels.accuracy import mismatch
+from kernels.executor import Executor
+from kernels.modes import Variant
+from kernels.tiling import Space, Tiling
+from tuner.problems import Case
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKER = f"{socket.gethostname()}:{os.getpid()}"  # who runs a trial, so a dead worker's trials can be reclaimed
+DEFAULT_STORAGE = ROOT / "results" / "tuning" / "journal.log"
+SMALL_SPACE = 128  # "auto" sweeps a valid space this small exhaustively, else TPE
+FAILURE_KINDS = ("constraint", "compile", "incorrect", "runtime", "timeout")
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+log = logging.getLogger("losstune")
+
+
+class TrialFailure(Exception):
+    """A config that cannot win; ``kind`` is one of FAILURE_KINDS."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(f"{kind}: {reason}")
+        self.kind = kind
+
+
+def open_storage(url: str | None) -> optuna.storages.BaseStorage:
+    """The embedded journal file (safe for several processes on one host), or an RDB URL (PostgreSQL)."""
+    if url is None or url.startswith("journal:") or url.endswith(".log"):
+        path = Path(url.removeprefix("journal:")) if url else DEFAULT_STORAGE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        backend = optuna.storages.journal.JournalFileBackend(
+            str(path), lock_obj=optuna.storages.journal.JournalFileOpenLock(str(path))
+        )
+        return optuna.storages.JournalStorage(backend)
+    if url.startswith(("postgresql://", "postgresql+", "sqlite://", "mysql")):
+        return optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=120)
+    raise ValueError(f"storage: expected a journal file path or a postgresql:// URL, got {url!r}")
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    backend: str = "cpu"
+    sampler: str = "auto"  # auto, tpe, random, grid
+    trials: int | None = None  # None: the whole grid, or 40 for TPE/random
+    timeout_s: float | None = None
+    seed: int = 0
+    storage: str | None = None
+    study_name: str | None = None
+    min_time_s: float = 0.05
+    finalists: int = 3
+    rounds: int = 5
+    trial_timeout_s: float = 10.0
+
+
+@dataclass
+class StudyResult:
+    name: str
+    case: Case
+    trials: int
+    failures: dict[str, int]
+    final: dict[str, object] = field(default_factory=dict)
+
+    def row(self) -> dict[str, object]:
+        return {
+            "study": self.name,
+            "case": self.case.label(),
+            "trials": self.trials,
+            "failures": self.failures,
+            **self.final,
+        }
+
+
+@dataclass
+class _Bench:
+    """A case's tensors on a backend, reference computed once, and a way to build executors."""
+
+    case: Case
+    backend: str
+    g: torch.Tensor
+    x: torch.Tensor
+    t: torch.Tensor
+    out: torch.Tensor
+    ref: torch.Tensor
+    rel_to: torch.Tensor | None
+
+    @classmethod
+    def make(cls, case: Case, backend: str) -> _Bench:
+        device = timing.backend_device(backend)
+        g, x, t = case.inputs(device)
+        return cls(case, backend, g, x, t, case.out_like(x), case.reference(g, x, t), None)
+
+    def executor(self, config: Tiling | None) -> Executor:
+        return self.case.phase_one(self.g, self.x, self.t, self.out, self.backend, config)
+
+    def check(self, ex: Executor) -> str | None:
+        self.out.fill_(float("nan"))
+        backends.get(self.backend).launch(ex)
+        return mismatch(self.out, self.ref)
+
+    def runner(self, ex: Executor) -> Callable[[int], object]:
+        launch = backends.get(self.backend).launch
+        return lambda _: launch(ex)
+
+    def bytes(self) -> int:
+        return timing.bytes_moved(self.case.read_tensors(self.g, self.x, self.t), self.out)
+
+
+def name_for(case: Case, bench: _Bench, backend: str) -> str:
+    ex = bench.executor(None)
+    return f"{backend}-{ex.device}-{ex.key.label()}" + ("-log" if case.log_target else "")
+
+
+def _config_from_params(space: Space, params: dict[str, object]) -> Tiling:
+    values = dict(params)
+    if "variant" in values:
+        values["variant"] = Variant(values["variant"])
+    return dataclasses.replace(space.default, **values)
+
+
+def _params(space: Space, config: Tiling) -> dict[str, object]:
+    return {name: (v.value if isinstance(v := getattr(config, name), Variant) else v) for name, _ in space.knobs}
+
+
+def _choices(space: Space) -> dict[str, list[object]]:
+    return {name: [v.value if isinstance(v, Variant) else v for v in values] for name, values in space.knobs}
+
+
+def _measure(bench: _Bench, config: Tiling, opts: TuneOptions) -> tuple[timing.Timing, Executor]:
+    ex = bench.executor(config)
+    return timing.measure(bench.runner(ex), bench.out.device, min_time_s=opts.min_time_s), ex
+
+
+def _objective(bench: _Bench, space: Space, opts: TuneOptions) -> Callable[[optuna.Trial], float]:
+    choices = _choices(space)
+
+    def objective(trial: optuna.Trial) -> float:
+        trial.set_user_attr("worker", WORKER)
+        params = {name: trial.suggest_categorical(name, values) for name, values in choices.items()}
+        config = _config_from_params(space, params)
+
+        def fail(kind: str, reason: str) -> TrialFailure:
+            trial.set_user_attr("failure", kind)
+            trial.set_user_attr("reason", reason[:500])
+            return TrialFailure(kind, reason)
+
+        broken = space.violations(config)
+        if broken:
+            raise fail("constraint", "; ".join(broken))
+        try:
+            ex = bench.executor(config)
+            wrong = bench.check(ex)  # the first launch also compiles
+        except Exception as e:  # noqa: BLE001 - any failure of a candidate kernel is data, not a crash
+            kind = "compile" if type(e).__module__.startswith(("triton", "numba")) else "runtime"
+            raise fail(kind, f"{type(e).__name__}: {e}") from e
+        if wrong:
+            raise fail("incorrect", wrong)
+        once = timing.measure(bench.runner(ex), bench.out.device, warmup=0, min_time_s=0, min_runs=1, max_runs=1)
+        if once.median_s > opts.trial_timeout_s:
+            raise fail("timeout", f"one run took {once.median_s:.3g} s > {opts.trial_timeout_s} s")
+        result = timing.measure(bench.runner(ex), bench.out.device, min_time_s=opts.min_time_s)
+        trial.set_user_attr("timing", result.to_dict())
+        trial.set_user_attr("config", config.to_dict())
+        return result.median_s
+
+    return objective
+
+
+def _sampler(opts: TuneOptions, space: Space) -> optuna.samplers.BaseSampler:
+    kind = opts.sampler
+    if kind == "auto":
+        kind = "grid" if space.size <= SMALL_SPACE else "tpe"
+    if kind == "grid":
+        # Exhaustive sweeps enqueue every valid point themselves (tune_case): optuna's GridSampler
+        # would visit the enqueued default twice and cannot resume a killed run's lost point.
+        return optuna.samplers.RandomSampler(seed=opts.seed)
+    if kind == "tpe":
+        return optuna.samplers.TPESampler(seed=opts.seed, n_startup_trials=10)
+    if kind == "random":
+        return optuna.samplers.RandomSampler(seed=opts.seed)
+    raise ValueError(f"sampler: expected auto, tpe, random or grid, got {opts.sampler!r}")
+
+
+def _enqueue_once(study: optuna.Study, space: Space, configs: list[Tiling]) -> None:
+    # A waiting (enqueued, not yet run) trial keeps its params in system_attrs["fixed_params"].
+    seen = [
+        t.params or t.system_attrs.get("fixed_params", {})
+        for t in study.get_trials(deepcopy=False)
+        if t.user_attrs.get("failure") != "interrupted"
+    ]
+    for config in configs:
+        params = _params(space, config)
+        if params not in seen:
+            study.enqueue_trial(params, skip_if_exists=False)  # dedupe above; a lost point comes back
+            seen.append(params)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _reclaim_interrupted(study: optuna.Study) -> int:
+    """Trials left RUNNING by a killed worker of this host: marked failed ("interrupted").
+
+    The grid sampler takes a failed point up again; TPE and random sample afresh.
+
+    Their measurement never finished, so nothing finished is lost or measured twice. Trials of live
+    workers, and of other hosts (which RDB storage's heartbeat reclaims), are left alone.
+    """
+    host = socket.gethostname()
+    reclaimed = 0
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        worker = str(t.user_attrs.get("worker", ""))
+        name, _, pid = worker.rpartition(":")
+        if name != host or not pid.isdigit() or _alive(int(pid)):
+            continue
+        study._storage.set_trial_user_attr(t._trial_id, "failure", "interrupted")
+        study._storage.set_trial_state_values(t._trial_id, state=optuna.trial.TrialState.FAIL)
+        reclaimed += 1
+    return reclaimed
+
+
+def _finalists(bench: _Bench, space: Space, study: optuna.Study, opts: TuneOptions) -> dict[str, object]:
+    """Re-measure the best few and the default interleaved, decide what to freeze."""
+    done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))]
+    done.sort(key=lambda t: t.value)
+    best: list[tuple[Tiling, int]] = []
+    for t in done:
+        config = _config_from_params(space, t.params)
+        if config not in [c for c, _ in best] and config != space.default:
+            best.append((config, t.number))
+        if len(best) == opts.finalists:
+            break
+    contenders = [(space.default, -1), *best]
+    executors = [bench.executor(c) for c, _ in contenders]
+    vendor = bench.case.baseline()
+    vendor_run = lambda _: vendor(bench.g, bench.x, bench.t)  # noqa: E731
+    runs = [bench.runner(ex) for ex in executors] + [vendor_run]
+    rounds: list[list[float]] = [[] for _ in runs]
+    samples: list[list[float]] = [[] for _ in runs]
+    order = list(range(len(runs)))
+    rng = random.Random(opts.seed)
+    device = bench.out.device
+    for _ in range(opts.rounds):
+        rng.shuffle(order)
+        for i in order:
+            result = timing.measure(runs[i], device, min_time_s=opts.min_time_s)
+            rounds[i].append(result.median_s)
+            samples[i].extend(result.samples)
+    summaries = [timing.summarize(s) for s in samples]
+    medians = [statistics.median(r) for r in rounds]
+    default_median = medians[0]
+    winner = min(range(len(contenders)), key=lambda i: medians[i])
+    # Noise: the relative spread of the round medians of the default and of the winner.
+    noise = max((max(rounds[i]) - min(rounds[i])) / medians[i] if len(rounds[i]) > 1 else 0.0 for i in {0, winner})
+    gain = 1.0 - medians[winner] / default_median
+    keep = winner != 0 and gain > noise
+    chosen = winner if keep else 0
+    cfg, trial_number = contenders[chosen]
+    nbytes = bench.bytes()
+    return {
+        "config": cfg.to_dict(),
+        "trial": trial_number,
+        "tuned": keep,
+        "median_s": medians[chosen],
+        "p20_s": summaries[chosen].p20_s,
+        "p80_s": summaries[chosen].p80_s,
+        "default_median_s": default_median,
+        "vendor_median_s": medians[-1],
+        "best_candidate": contenders[winner][0].to_dict(),
+        "best_candidate_gain": gain,
+        "noise": noise,
+        "speedup_vs_default": default_median / medians[chosen],
+        "speedup_vs_vendor": medians[-1] / medians[chosen],
+        "bytes": nbytes,
+        "gbps": nbytes / medians[chosen] / 1e9,
+    }
+
+
+def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None = None) -> StudyResult:
+    """Run (or resume) the study of one case, re-measure the finalists and record the decision."""
+    bench = _Bench.make(case, opts.backend)
+    base = bench.executor(None)
+    space = base.space
+    name = opts.study_name or name_for(case, bench, opts.backend)
+    storage = open_storage(opts.storage)
+    study = optuna.create_study(
+        study_name=name, storage=storage, sampler=_sampler(opts, space), direction="minimize", load_if_exists=True
+    )
+    meta = {
+        "backend": opts.backend,
+        "device": base.device,
+        "op": case.op.value,
+        "dtype": base.key.dtype,
+        "bucket": base.key.bucket,
+        "grad_kind": base.key.grad_kind.value,
+        "layout": base.key.layout.value,
+        "reduction_kind": base.key.reduction_kind,
+        "log_target": case.log_target,
+        "space_hash": space.hash,
+        "case": case.label(),
+        "numel": case.numel,
+    }
+    for k, v in meta.items():
+        study.set_user_attr(k, v)
+    start = [space.default]
+    found = frozen.lookup(opts.backend, base.device, base.key, space)
+    if found is not None:
+        start.append(found[0])
+    if _is_grid(opts, space):
+        rest = [c for c in space if c not in start]
+        random.Random(opts.seed).shuffle(rest)
+        start += rest
+    _reclaim_interrupted(study)
+    _enqueue_once(study, space, start)
+    finished = len(
+        [
+            t
+            for t in study.get_trials(deepcopy=False)
+            if t.state.is_finished() and t.user_attrs.get("failure") != "interrupted"
+        ]
+    )
+    budget = opts.trials if opts.trials is not None else (space.size if _is_grid(opts, space) else 40)
+    remaining = max(0, budget - finished)
+    if _is_grid(opts, space) and opts.trials is None:  # run exactly the enqueued points, never a random extra
+        waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        remaining = len(waiting)
+    callbacks = [lambda s, t: progress()] if progress else []
+    if remaining:
+        study.optimize(
+            _objective(bench, space, opts),
+            n_trials=remaining,
+            timeout=opts.timeout_s,
+            catch=(TrialFailure,),
+            callbacks=callbacks,
+            gc_after_trial=False,
+        )
+    final = _finalists(bench, space, study, opts)
+    final["kernel_hash"] = frozen.kernel_hash(opts.backend, case.op.value)
+    study.set_user_attr("final", final)
+    trials = study.get_trials(deepcopy=False)
+    failures = {k: sum(1 for t in trials if t.user_attrs.get("failure") == k) for k in FAILURE_KINDS}
+    return StudyResult(name, case, len(trials), {k: v for k, v in failures.items() if v}, final)
+
+
+def _is_grid(opts: TuneOptions, space: Space) -> bool:
+    return opts.sampler == "grid" or (opts.sampler == "auto" and space.size <= SMALL_SPACE)
+
+
+def study_rows(storage_url: str | None) -> list[dict[str, object]]:
+    """Every study in storage with its metadata and final decision (for show and freeze)."""
+    storage = open_storage(storage_url)
+    rows = []
+    for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        attrs = summary.user_attrs
+        rows.append({"study": summary.study_name, "trials": summary.n_trials, **attrs})
+    return rows

@@ -1,6 +1,6 @@
 """The losstune command line: a thin layer over tuner's library API.
 
-Subcommands: tune, show, freeze, bench, doctor. ``main(argv) -> int`` parses into the library's
+Subcommands: tune, show, freeze, bench, doctor, machine, dashboard. ``main(argv) -> int`` parses into the library's
 option dataclasses and calls it; every subcommand is tested with argv.
 """
 
@@ -72,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--rounds", type=int, default=3)
 
     sub.add_parser("doctor", help="which backends load here, their device facts, and why not")
+
+    mach = sub.add_parser("machine", help="the asv machine name (accelerator included) and host facts")
+    mach.add_argument("--json", action="store_true", help="print every host fact as JSON")
+    mach.add_argument("--register", action="store_true", help="also run `asv machine --yes` under that name")
     return parser
 
 
@@ -201,7 +205,28 @@ def _doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"tune": _tune, "show": _show, "freeze": _freeze, "bench": _bench, "doctor": _doctor}
+def _machine(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from tuner import machine
+
+    facts = machine.describe()
+    print(json.dumps(facts, indent=1) if args.json else facts["machine"])
+    if args.register:
+        # asv's machine file has no accelerator field; the name carries it (tuner/machine.py).
+        cmd = [sys.executable, "-m", "asv", "machine", "--yes", "--machine", str(facts["machine"])]
+        subprocess.run(cmd, check=True)
+    return 0
+
+
+COMMANDS = {
+    "tune": _tune,
+    "show": _show,
+    "freeze": _freeze,
+    "bench": _bench,
+    "doctor": _doctor,
+    "machine": _machine,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,66 @@
+"""The asv suite's own logic, run in-process on the CPU with tiny cases (asv itself is driven in
+tests/benchmarks/test_asv_continuous.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import losses
+from tuner.problems import Case
+
+
+def test_params_cover_every_op_dtype_shape_and_config_including_the_0d_gradient() -> None:
+    backends, ops, dtypes, shapes, configs = losses.LossBackward.params
+    assert "cpu" in backends and "triton-interpret" not in backends
+    assert set(ops) == {"mse", "l1", "kl_div", "kl_div-log"}
+    assert set(dtypes) == {"float32", "float16", "bfloat16"}
+    assert any(s.endswith(" mean") for s in shapes) and any(s.endswith(" none") for s in shapes)
+    assert configs == ["tuned", "default", "vendor"]
+
+
+def test_measure_all_reports_units_and_writes_meta_beside_the_run(tmp_path: Path) -> None:
+    cache = losses.measure_all(
+        ["mse", "kl_div-log"],
+        ["float32", "bfloat16"],
+        ["2^10 none", "2^10 mean"],
+        ["cpu"],
+        min_time_s=0.002,
+        rounds=1,
+        root=tmp_path,
+    )
+    assert cache["loaded"] == ["cpu"]
+    bench = losses.LossBackward()
+    for key, entry in cache["results"].items():
+        params = key.split("|")
+        bench.setup(cache, *params)
+        assert bench.track_time(cache, *params) == entry["seconds"] > 0
+        assert bench.track_bandwidth(cache, *params) == pytest.approx(entry["bytes"] / entry["seconds"] / 1e9)
+        assert bench.track_roofline(cache, *params) > 0
+        assert entry["p20_s"] <= entry["seconds"] <= entry["p80_s"]
+    assert len(cache["results"]) == 2 * 2 * 2 * 3
+    (meta_file,) = (tmp_path / "results" / "asv-meta").glob("*/*.json")
+    meta = json.loads(meta_file.read_text())
+    assert meta["host"]["machine"] == meta_file.parent.name and "accelerators" in meta["host"]
+    assert meta["backends"]["cpu"]["copy_gbps"] > 0 and meta["results"] == cache["results"]
+    assert not list(meta_file.parent.glob("*.tmp"))
+
+
+def test_a_backend_that_does_not_load_is_skipped_not_failed(tmp_path: Path) -> None:
+    cache = losses.measure_all(["mse"], ["float32"], ["2^10 none"], ["npu"], min_time_s=0.002, rounds=1, root=tmp_path)
+    assert cache["loaded"] == []
+    with pytest.raises(NotImplementedError):  # asv records NotImplementedError in setup as skipped
+        losses.LossBackward().setup(cache, "npu", "mse", "float32", "2^10 none", "tuned")
+
+
+def test_wrong_kernel_cannot_post_a_number_reference_mocked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plumbing only: the reference is skewed by 1% so the (correct) kernels look wrong."""
+    real = Case.reference
+    monkeypatch.setattr(Case, "reference", lambda self, g, x, t: real(self, g, x, t) * 1.01)
+    cache = losses.measure_all(["l1"], ["float32"], ["2^10 none"], ["cpu"], min_time_s=0.002, rounds=1, root=tmp_path)
+    entry = cache["results"][losses.key("cpu", "l1", "float32", "2^10 none", "tuned")]
+    assert "elements off" in entry["error"] and "seconds" not in entry
+    with pytest.raises(AssertionError, match="is wrong"):
+        losses.LossBackward().setup(cache, "cpu", "l1", "float32", "2^10 none", "tuned")

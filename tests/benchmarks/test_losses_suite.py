@@ -44,7 +44,8 @@ def test_measure_all_reports_units_and_writes_meta_beside_the_run(tmp_path: Path
     (meta_file,) = (tmp_path / "results" / "asv-meta").glob("*/*.json")
     meta = json.loads(meta_file.read_text())
     assert meta["host"]["machine"] == meta_file.parent.name and "accelerators" in meta["host"]
-    assert meta["backends"]["cpu"]["copy_gbps"] > 0 and meta["results"] == cache["results"]
+    assert meta["backends"]["cpu"]["device"] and meta["results"] == cache["results"]
+    assert all(e["roofline_gbps"] > 0 for e in meta["results"].values())
     assert not list(meta_file.parent.glob("*.tmp"))
 
 

@@ -1,0 +1,129 @@
+"""Loaders over real files (a tiny asv results tree written the way asv 0.6 writes it, the shipped
+frozen tables, a journal made by a real tuning run) and the regression table over known steps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dashboards import loaders, site
+from dashboards.regressions import find_changes
+from tuner.cli import main
+
+PARAMS = [["'cpu'"], ["'mse'"], ["'float32'"], ["'2^16 none'", "'2^22 none'"], ["'tuned'", "'vendor'"]]
+NAMES = ["backend", "op", "dtype", "shape", "config"]
+
+
+def _write_asv(root: Path, levels: list[list[float]]) -> None:
+    """asv 0.6 result files: one per commit, values in itertools.product order of the params."""
+    res = root / "asv"
+    (res / "box").mkdir(parents=True)
+    bench = {"params": PARAMS, "param_names": NAMES, "unit": "seconds", "type": "track"}
+    (res / "benchmarks.json").write_text(json.dumps({"losses.LossBackward.track_time": bench, "version": 2}))
+    (res / "box" / "machine.json").write_text(json.dumps({"machine": "box", "version": 1}))
+    for i, values in enumerate(levels):
+        run = {
+            "commit_hash": f"{i:040x}",
+            "env_name": "env",
+            "date": 1_700_000_000_000 + i * 60_000,
+            "params": {"machine": "box"},
+            "result_columns": ["result", "params", "version", "started_at", "duration"],
+            "results": {"losses.LossBackward.track_time": [values, PARAMS, "v", 0, 1.0]},
+            "version": 2,
+        }
+        (res / "box" / f"{i:08x}-env.json").write_text(json.dumps(run))
+        meta = {
+            "host": {"accelerators": []},
+            "backends": {"cpu": {"copy_gbps": 30.0}},
+            "results": {
+                "cpu|mse|float32|2^16 none|tuned": {"p20_s": values[0] * 0.99, "p80_s": values[0] * 1.01, "runs": 9}
+            },
+        }
+        (root / "asv-meta" / "box").mkdir(parents=True, exist_ok=True)
+        (root / "asv-meta" / "box" / f"{i:040x}.json").write_text(json.dumps(meta))
+
+
+def _levels(n: int = 24, seed: int = 0) -> list[list[float]]:
+    """Series 0 regresses +30% at commit 8 and is fixed at 16; series 2 improves 40% at 12."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        a = 30e-6 * (1.3 if 8 <= i < 16 else 1.0)
+        c = 2e-3 * (0.6 if i >= 12 else 1.0)
+        rows.append([v * (1 + 0.005 * rng.standard_normal()) for v in (a, 15e-6, c, 1.5e-3)])
+    return rows
+
+
+def test_load_asv_is_tidy_with_meta_and_history_order(tmp_path: Path) -> None:
+    _write_asv(tmp_path, _levels())
+    df = loaders.load_asv(tmp_path / "asv", repo=None)
+    assert len(df) == 24 * 4 and set(df["metric"]) == {"time"}
+    assert list(df.drop_duplicates("commit")["order"]) == list(range(24))
+    first = df[(df["order"] == 0) & (df["shape"] == "2^16 none") & (df["config"] == "tuned")].iloc[0]
+    assert first["backend"] == "cpu" and first["p20"] < first["value"] < first["p80"] and first["copy_gbps"] == 30.0
+
+
+def test_every_change_point_is_listed_with_its_commit_range_and_the_fix_marked(tmp_path: Path) -> None:
+    _write_asv(tmp_path, _levels())
+    changes = find_changes(loaders.load_asv(tmp_path / "asv", repo=None))
+    a = changes[(changes["shape"] == "2^16 none") & (changes["config"] == "tuned")].reset_index()
+    assert list(a["order_after"]) == [8, 16], a
+    assert a.loc[0, "regression"] and not a.loc[1, "regression"]
+    assert a.loc[0, "size_pct"] == pytest.approx(30, abs=3) and a.loc[0, "status"] == "reverted later"
+    assert a.loc[0, "commit_before"] == f"{7:040x}" and a.loc[0, "commit_after"] == f"{8:040x}"
+    c = changes[(changes["shape"] == "2^22 none") & (changes["config"] == "tuned")]
+    assert list(c["order_after"]) == [12] and not c["regression"].any() and (c["confidence"] > 0.99).all()
+    flat = changes[changes["config"] == "vendor"]
+    assert flat.empty, "flat series must not produce change points"
+
+
+def test_tuning_loaders_read_a_real_journal(tmp_path: Path) -> None:
+    storage = str(tmp_path / "journal.log")
+    argv = ["tune", "--op", "l1", "--shape", "2^10", "--storage", storage, "--trials", "5", "--min-time", "0.002"]
+    assert main([*argv, "--no-progress"]) == 0
+    trials = loaders.load_tuning(storage)
+    done = trials[trials["state"] == "COMPLETE"]  # the rest of the grid stays enqueued (WAITING)
+    assert len(done) == 5 and {"tile", "cores", "seconds", "case"} <= set(trials.columns)
+    assert done["seconds"].gt(0).all() and done["tile"].notna().all()
+    finals = loaders.load_finals(storage)
+    assert len(finals) == 1 and finals.loc[0, "op"] == "l1" and finals.loc[0, "median_s"] > 0
+    assert loaders.load_tuning(str(tmp_path / "missing.log")).empty
+
+
+def test_frozen_loader_reads_the_shipped_tables() -> None:
+    frozen = loaders.load_frozen()
+    assert not frozen.empty and {"op", "dtype", "config", "tuned", "file"} <= set(frozen.columns)
+
+
+def test_build_replaces_the_site_whole_and_keeps_the_old_one_on_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _write_asv(tmp_path, _levels())
+    out = tmp_path / "site"
+    pages = site.build(out, tmp_path, storage=str(tmp_path / "none.log"), repo=None)
+    assert all(p.exists() for p in pages)
+    html = (out / "regressions.html").read_text()
+    assert "reverted later" in html and "http" not in html.replace("http-equiv", "")
+    before = (out / "index.html").read_text()
+
+    def broken(*a: object, **k: object) -> None:
+        raise RuntimeError("figure failed")
+
+    monkeypatch.setattr(site.figures, "trends", broken)
+    with pytest.raises(RuntimeError):
+        site.build(out, tmp_path, storage=str(tmp_path / "none.log"), repo=None)
+    assert (out / "index.html").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".site")) == []
+
+
+def test_cli_dashboard_build_and_serve_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _write_asv(tmp_path, _levels())
+    assert main(["dashboard", "build", "--results", str(tmp_path), "--out", str(tmp_path / "d")]) == 0
+    assert "wrote 6 pages" in capsys.readouterr().out
+    assert main(["dashboard", "serve", "--site", str(tmp_path / "nowhere")]) == 2
+    assert "run `losstune dashboard build` first" in capsys.readouterr().err
+    assert pd.read_json(tmp_path / "d" / "data.json", typ="series")["commits"] == 24

@@ -111,12 +111,22 @@ def measure(
 
 @cache
 def copy_bandwidth(device: str = "cpu", nbytes: int = 1 << 28, min_time_s: float = 0.3) -> float:
-    """Bytes per second of ``dst.copy_(src)`` on this device (read + write counted): the roofline."""
-    n = nbytes // 4
+    """Bytes per second of ``dst.copy_(src)`` with ``nbytes`` buffers, read + write counted."""
+    n = max(1, nbytes // 4)
     src = torch.ones(n, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
     timing = measure(lambda _: dst.copy_(src), device, min_time_s=min_time_s, warmup=3)
-    return 2 * nbytes / timing.median_s
+    return 2 * n * 4 / timing.median_s
+
+
+def roofline(device: str, nbytes_moved: int, min_time_s: float = 0.2) -> float:
+    """The copy bandwidth at the same working set as an op that moves ``nbytes_moved``.
+
+    Size-matched because these hosts have caches as large as the tensors (480 MB of L3 on the CI
+    class): a 2^22-element op lives in L3, and a copy of 256 MB buffers would flatter it (>100%).
+    The copy moves the same bytes (half read, half written) so it sits in the same level.
+    """
+    return copy_bandwidth(device, max(4096, nbytes_moved // 2), min_time_s)
 
 
 def bytes_moved(tensors_read: list[torch.Tensor], out: torch.Tensor) -> int:

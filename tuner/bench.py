@@ -5,10 +5,14 @@ from __future__ import annotations
 import dataclasses
 import random
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
+
+import torch
 
 from kernels import backends, timing
 from kernels.accuracy import mismatch
+from kernels.modes import Op
 from tuner.problems import Case
 
 
@@ -35,12 +39,58 @@ class BenchRow:
     copy_gbps: float
     speedup_vs_default: float
     speedup_vs_vendor: float
+    oneshot_s: float  # the public function with validation, planning and config lookup, out given
+    case: str = "contiguous"
 
 
-def bench_case(case: Case, backend: str, *, min_time_s: float = 0.1, rounds: int = 3, seed: int = 0) -> BenchRow:
-    device = timing.backend_device(backend)
+def _public(case: Case) -> Callable[..., torch.Tensor]:
+    from kernels.ops import kl_div, l1, mse
+
+    red = case.reduction
+    if case.op is Op.MSE:
+        return lambda g, x, t, out, backend: mse.mse_loss_backward(g, x, t, red, out=out, backend=backend)
+    if case.op is Op.L1:
+        return lambda g, x, t, out, backend: l1.l1_loss_backward(g, x, t, red, out=out, backend=backend)
+    log = case.log_target
+    return lambda g, x, t, out, backend: kl_div.kl_div_backward(g, x, t, red, log_target=log, out=out, backend=backend)
+
+
+LAYOUTS = ("contiguous", "broadcast", "strided")
+
+
+def layout_inputs(case: Case, layout: str, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The case's inputs as a user might hand them over, same element count as the contiguous case.
+
+    broadcast: target is one row broadcast over 64 rows (a stride-0 operand, no copy); strided:
+    input and target are transposed views of a (cols x 64) tensor, so the innermost stride is 64.
+    """
     g, x, t = case.inputs(device)
+    if layout == "contiguous" or case.numel % 64:
+        return g, x, t
+    rows, cols = 64, case.numel // 64
+    if layout == "broadcast":
+        return (
+            g.reshape(rows, cols) if g.dim() else g,
+            x.reshape(rows, cols),
+            t.reshape(rows, cols)[:1].expand(rows, cols),
+        )
+    if layout == "strided":
+
+        def view(v: torch.Tensor) -> torch.Tensor:
+            return v.reshape(cols, rows).t()
+
+        return (view(g) if g.dim() else g), view(x), view(t)
+    raise ValueError(f"layout: expected one of {', '.join(LAYOUTS)}, got {layout!r}")
+
+
+def bench_case(
+    case: Case, backend: str, *, min_time_s: float = 0.1, rounds: int = 3, seed: int = 0, layout: str = "contiguous"
+) -> BenchRow:
+    device = timing.backend_device(backend)
+    g, x, t = layout_inputs(case, layout, device)
     out = case.out_like(x)
+    if layout != "contiguous":
+        out = out.reshape(x.shape)
     tuned = case.phase_one(g, x, t, out, backend)
     default = case.phase_one(g, x, t, out, backend, tuned.space.default)
     launch = backends.get(backend).launch
@@ -51,10 +101,16 @@ def bench_case(case: Case, backend: str, *, min_time_s: float = 0.1, rounds: int
         if wrong:  # a wrong kernel must not post a fast number
             raise AssertionError(f"{case.label()} {ex.config.short()} is wrong: {wrong}")
     vendor = case.baseline()
-    runs = [lambda _: launch(tuned), lambda _: launch(default), lambda _: vendor(g, x, t)]
-    samples: list[list[float]] = [[], [], []]
-    medians: list[list[float]] = [[], [], []]
-    order = [0, 1, 2]
+    public = _public(case)
+    runs = [
+        lambda _: launch(tuned),
+        lambda _: launch(default),
+        lambda _: vendor(g, x, t),
+        lambda _: public(g, x, t, out, backend),
+    ]
+    samples: list[list[float]] = [[] for _ in runs]
+    medians: list[list[float]] = [[] for _ in runs]
+    order = list(range(len(runs)))
     rng = random.Random(seed)
     for _ in range(rounds):  # interleaved, so drift on a shared host hits all three alike
         rng.shuffle(order)
@@ -65,7 +121,7 @@ def bench_case(case: Case, backend: str, *, min_time_s: float = 0.1, rounds: int
     tuned_t = timing.summarize(samples[0])
     med = [statistics.median(m) for m in medians]
     nbytes = timing.bytes_moved(case.read_tensors(g, x, t), out)
-    copy = timing.copy_bandwidth(str(device))
+    copy = timing.roofline(str(device), nbytes)
     gbps = nbytes / med[0] / 1e9
     return BenchRow(
         case.op.value + ("-log" if case.log_target else ""),
@@ -87,6 +143,8 @@ def bench_case(case: Case, backend: str, *, min_time_s: float = 0.1, rounds: int
         copy / 1e9,
         med[1] / med[0],
         med[2] / med[0],
+        med[3],
+        layout,
     )
 
 
@@ -134,3 +192,65 @@ def format_table(rows: list[BenchRow]) -> str:
 
 def as_dicts(rows: list[BenchRow]) -> list[dict[str, object]]:
     return [dataclasses.asdict(r) for r in rows]
+
+
+REPORT_SIZES = tuple(f"2^{k}" for k in range(10, 27, 2))
+REPORT_LAYOUT_SIZE = "2^22"
+
+
+def report_rows(
+    cases: list[Case], backend: str, *, min_time_s: float = 0.05, rounds: int = 3, layouts: bool = True
+) -> list[BenchRow]:
+    """The size sweep, then broadcast and strided forms of the REPORT_LAYOUT_SIZE cases."""
+    rows = [bench_case(c, backend, min_time_s=min_time_s, rounds=rounds) for c in cases]
+    if layouts:
+        size = 2 ** int(REPORT_LAYOUT_SIZE.split("^")[1])
+        for c in cases:
+            if c.numel == size:
+                rows += [
+                    bench_case(c, backend, min_time_s=min_time_s, rounds=rounds, layout=lay) for lay in LAYOUTS[1:]
+                ]
+    return rows
+
+
+def format_report(rows: list[BenchRow]) -> str:
+    """op, dtype, case, tuned / default / vendor medians, GB/s, % of roofline, speedup over vendor."""
+    head = (
+        "op",
+        "dtype",
+        "case",
+        "n",
+        "grad",
+        "tuned us",
+        "default us",
+        "vendor us",
+        "one-shot us",
+        "GB/s",
+        "roofline",
+        "x vendor",
+        "one-shot/kernel",
+    )
+    lines = [head]
+    contiguous = {(r.op, r.dtype, r.numel, r.reduction): r.tuned_s for r in rows if r.case == "contiguous"}
+    for r in rows:
+        base = contiguous.get((r.op, r.dtype, r.numel, r.reduction))
+        case = r.case if r.case == "contiguous" or base is None else f"{r.case} ({r.tuned_s / base:.2f}x)"
+        lines.append(
+            (
+                r.op,
+                r.dtype,
+                case,
+                f"2^{r.numel.bit_length() - 1}",
+                "full" if r.reduction == "none" else "0-d",
+                f"{r.tuned_s * 1e6:.1f}",
+                f"{r.default_s * 1e6:.1f}",
+                f"{r.vendor_s * 1e6:.1f}",
+                f"{r.oneshot_s * 1e6:.1f}",
+                f"{r.gbps:.1f}",
+                f"{r.roofline_pct:.0f}%",
+                f"{r.speedup_vs_vendor:.2f}",
+                f"{r.oneshot_s / r.tuned_s:.2f}",
+            )
+        )
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines)

@@ -70,8 +70,25 @@ def _parser() -> argparse.ArgumentParser:
     _add_case_args(bench)
     bench.add_argument("--min-time", type=float, default=0.1)
     bench.add_argument("--rounds", type=int, default=3)
+    bench.add_argument(
+        "--report",
+        action="store_true",
+        help="size sweep 2^10..2^26 (unless --shape), plus broadcast and strided forms at 2^22",
+    )
+    bench.add_argument("--out", type=Path, help="with --report: also write the rows as JSON and the table as text")
 
     sub.add_parser("doctor", help="which backends load here, their device facts, and why not")
+
+    dash = sub.add_parser("dashboard", help="build the static dashboard from results/, or serve it on loopback")
+    dsub = dash.add_subparsers(dest="action", required=True)
+    build = dsub.add_parser("build", help="write the site (default results/dashboard); opens from file://")
+    build.add_argument("--results", type=Path, default=Path("results"), help="results folder to read")
+    build.add_argument("--out", type=Path, help="site folder (default <results>/dashboard)")
+    build.add_argument("--storage", help="tuning storage (default <results>/tuning/journal.log)")
+    serve = dsub.add_parser("serve", help="serve the built site over HTTP")
+    serve.add_argument("--site", type=Path, default=Path("results/dashboard"))
+    serve.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
+    serve.add_argument("--port", type=int, default=8000)
 
     mach = sub.add_parser("machine", help="the asv machine name (accelerator included) and host facts")
     mach.add_argument("--json", action="store_true", help="print every host fact as JSON")
@@ -183,11 +200,51 @@ def _freeze(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from tuner.bench import as_dicts, bench_case, format_table
 
+    if args.report:
+        return _report(args)
     rows = [
         bench_case(c, args.backend, min_time_s=getattr(args, "min_time", 0.1), rounds=getattr(args, "rounds", 3))
         for c in _cases(args)
     ]
     print(json.dumps(as_dicts(rows), indent=1) if args.json else format_table(rows))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    import platform
+    import subprocess
+    import time
+
+    from tuner import machine
+    from tuner.bench import REPORT_SIZES, as_dicts, format_report, report_rows
+    from tuner.freeze import write_atomic
+
+    _positive(args.min_time, "--min-time")
+    _positive(args.rounds, "--rounds")
+    if not args.shape and not args.suite:
+        args.shape = list(REPORT_SIZES)
+    if not args.reduction and not args.suite:
+        args.reduction = ["none", "mean"]
+    cases = _cases(args)
+    start = time.time()
+    rows = report_rows(cases, args.backend, min_time_s=args.min_time, rounds=args.rounds)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    header = (
+        f"losstune bench --report on {machine.machine_name()} ({platform.processor() or platform.machine()}), "
+        f"backend {args.backend}, commit {commit or 'unknown'}{' + local changes' if dirty.stdout.strip() else ''}, "
+        f"{time.strftime('%Y-%m-%d')}, {time.time() - start:.0f} s\n"
+        "medians of interleaved rounds; roofline = torch copy_ at the same working set (half read, half written)"
+    )
+    table = format_report(rows)
+    if args.json:
+        print(json.dumps(as_dicts(rows), indent=1))
+    else:
+        print(header + "\n" + table)
+    if args.out:
+        payload = {"header": header, "host": machine.describe(), "commit": commit, "rows": as_dicts(rows)}
+        write_atomic(args.out.with_suffix(".json"), payload)
+        write_atomic(args.out.with_suffix(".txt"), header + "\n" + table + "\n")
     return 0
 
 
@@ -202,6 +259,28 @@ def _doctor(args: argparse.Namespace) -> int:
             print(f"{entry.name:17s} loads: device {facts.name}, {facts.cores} cores{extra}")
         else:
             print(f"{entry.name:17s} does not load: {why}")
+    return 0
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    from dashboards import site
+
+    if args.action == "build":
+        pages = site.build(args.out or args.results / "dashboard", args.results, args.storage)
+        print(f"wrote {len(pages)} pages: {pages[0].resolve().as_uri()}")
+        return 0
+    _positive(args.port, "--port")
+    try:
+        server = site.serve(args.site, args.host, args.port)
+    except FileNotFoundError as e:
+        raise ValueError(str(e)) from None
+    print(f"serving {args.site} on http://{args.host}:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
     return 0
 
 
@@ -226,6 +305,7 @@ COMMANDS = {
     "bench": _bench,
     "doctor": _doctor,
     "machine": _machine,
+    "dashboard": _dashboard,
 }
 
 

@@ -34,14 +34,19 @@ def versions() -> dict[str, str]:
     return found
 
 
-def write_atomic(path: Path, data: dict[str, object]) -> None:
-    """Write to a temporary file beside the target, fsync, then rename: readers see old or new, never half."""
+def write_atomic(path: Path, data: dict[str, object] | str) -> None:
+    """Write to a temporary file beside the target, fsync, then rename: readers see old or new, never half.
+
+    A dict is written as sorted JSON, a string as it is."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.write("\n")
+            if isinstance(data, str):
+                f.write(data)
+            else:
+                json.dump(data, f, indent=1, sort_keys=True)
+                f.write("\n")
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -294,7 +294,9 @@ def _machine(args: argparse.Namespace) -> int:
     if args.register:
         # asv's machine file has no accelerator field; the name carries it (tuner/machine.py).
         cmd = [sys.executable, "-m", "asv", "machine", "--yes", "--machine", str(facts["machine"])]
-        subprocess.run(cmd, check=True)
+        done = subprocess.run(cmd, capture_output=True, text=True)  # stdout stays the name alone, for $(...)
+        if done.returncode:
+            raise ValueError(f"asv machine failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}")
     return 0
 
 

@@ -74,3 +74,30 @@ def test_freeze_with_nothing_to_freeze_writes_nothing(
     assert main(["freeze", "--storage", storage, "--config-dir", str(tmp_path)]) == 2
     assert "no finished cpu studies" in capsys.readouterr().err
     assert not list(tmp_path.rglob("*.json"))
+
+
+def test_machine_names_the_accelerator_and_registers_with_asv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # asv writes ~/.asv-machine.json
+    assert main(["machine", "--register"]) == 0
+    name = capsys.readouterr().out.strip()
+    assert name.endswith("-cpu-only") and "\n" not in name  # this host has no accelerator
+    assert name in json.loads((tmp_path / ".asv-machine.json").read_text())
+    assert main(["machine", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["accelerators"] == []
+
+
+def test_bench_report_sweeps_sizes_and_layouts_and_writes_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["bench", "--report", "--op", "l1", "--shape", "2^10", "--shape", "2^22", "--reduction", "none"]
+    assert main([*argv, "--min-time", "0.002", "--rounds", "1", "--out", str(tmp_path / "report")]) == 0
+    out = capsys.readouterr().out
+    assert "x vendor" in out and "one-shot/kernel" in out and "broadcast (" in out and "strided (" in out
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert [r["case"] for r in data["rows"]] == ["contiguous", "contiguous", "broadcast", "strided"]
+    assert all(r["roofline_pct"] > 0 and r["oneshot_s"] > 0 for r in data["rows"])
+    assert (tmp_path / "report.txt").read_text().startswith("losstune bench --report on ")
+    assert main(["bench", "--report", "--op", "l1", "--rounds", "0"]) == 2
+    assert "--rounds: expected a positive number" in capsys.readouterr().err

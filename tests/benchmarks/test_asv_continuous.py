@@ -1,0 +1,72 @@
+"""`asv continuous` as a pre-merge gate: against a commit whose CPU kernel runs twice (a deliberate
+2x slowdown, made in a throw-away clone and never committed here) it exits 1 and names the slowed
+benchmark. asv builds both commits in its own virtualenv (torch from the local wheel), so this is
+the slowest test (~1 min here); the suite is cut to one case through LOSSTUNE_ASV_* variables.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+SLOW = """    def launch(self, ex: Executor) -> None:
+        self._launch_once(ex)  # deliberately slowed for the asv continuous test
+        self._launch_once(ex)
+
+    def _launch_once(self, ex: Executor) -> None:
+"""
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.mark.skipif(not (REPO / ".git").exists(), reason="needs the git history of this checkout")
+def test_asv_continuous_flags_a_deliberately_slowed_kernel(tmp_path: Path) -> None:
+    clone = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(clone)], check=True)
+    _git(clone, "config", "user.email", "ci@losstune.invalid")
+    _git(clone, "config", "user.name", "asv continuous test")
+    cpu = clone / "kernels" / "backends" / "cpu.py"
+    text = cpu.read_text()
+    marker = "    def launch(self, ex: Executor) -> None:\n"
+    assert text.count(marker) == 1, "the CPU backend's launch moved: update this test's patch"
+    cpu.write_text(text.replace(marker, SLOW))
+    _git(clone, "commit", "-qam", "slow: launch the CPU kernel twice")
+
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path),  # asv keeps its machine file in ~; keep the user's untouched
+        "LOSSTUNE_ASV_OPS": "mse",
+        "LOSSTUNE_ASV_DTYPES": "float32",
+        "LOSSTUNE_ASV_SHAPES": "2^15 none",  # one thread by default: a busy host cannot stall a parallel region
+        "LOSSTUNE_ASV_CONFIGS": "default",
+    }
+    asv = [sys.executable, "-m", "asv"]
+    subprocess.run([*asv, "machine", "--yes", "--machine", "gate"], cwd=clone, env=env, check=True, capture_output=True)
+    gate = subprocess.run(
+        [*asv, "continuous", "--machine", "gate", "-b", "track_time", "--factor", "1.3", "HEAD~1", "HEAD"],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    out = gate.stdout + gate.stderr
+    assert gate.returncode == 1, out[-4000:]
+    assert "PERFORMANCE DECREASED" in out or "SOME BENCHMARKS HAVE CHANGED SIGNIFICANTLY" in out, out[-4000:]
+    # asv 0.6 prints a table: | Change | Before | After | Ratio | Benchmark (Parameter) |
+    rows = [
+        [c.strip() for c in line.strip().strip("|").split("|")] for line in out.splitlines() if "track_time(" in line
+    ]
+    flagged = [r for r in rows if r and r[0] == "+"]
+    assert flagged, out[-4000:]
+    ratio = float(flagged[0][3])
+    assert 1.6 < ratio < 2.6, f"a kernel run twice should be ~2x slower, got {ratio}: {flagged[0]}"
+    assert "'mse', 'float32', '2^15 none', 'default'" in flagged[0][4]

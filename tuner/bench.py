@@ -186,7 +186,10 @@ def format_table(rows: list[BenchRow]) -> str:
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
     text = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
     if rows:
-        text.append(f"roofline: copy bandwidth {rows[0].copy_gbps:.2f} GB/s on {rows[0].backend}/{rows[0].device}")
+        text.append(
+            f"roofline: copy bandwidth of torch copy_ at each case's working set ({rows[0].copy_gbps:.2f} GB/s for the "
+            f"first row) on {rows[0].backend}/{rows[0].device}"
+        )
     return "\n".join(text)
 
 

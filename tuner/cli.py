@@ -200,7 +200,7 @@ def _freeze(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from tuner.bench import as_dicts, bench_case, format_table
 
-    if args.report:
+    if getattr(args, "report", False):  # `tune --bench` reuses this without the report flags
         return _report(args)
     rows = [
         bench_case(c, args.backend, min_time_s=getattr(args, "min_time", 0.1), rounds=getattr(args, "rounds", 3))

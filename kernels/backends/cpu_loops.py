@@ -49,27 +49,41 @@ def _f16_to_f32(h: np.int16) -> np.float32:
 
 
 @njit(inline="always")
+def _select(pick: np.uint32, a: np.uint32, b: np.uint32) -> np.uint32:
+    """a where ``pick`` is true, else b, without a branch (so LLVM keeps the loop vectorised)."""
+    mask = np.uint32(0) - np.uint32(pick)
+    return (a & mask) | (b & ~mask)
+
+
+@njit(inline="always")
 def _f32_to_bf16(f: np.float32) -> np.uint16:
     u = np.float32(f).view(np.uint32)
-    if (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):  # NaN stays a quiet NaN
-        return np.uint16((u >> np.uint32(16)) | np.uint32(0x40))
-    return np.uint16((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
+    rounded = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    quiet = (u >> np.uint32(16)) | np.uint32(0x40)  # NaN stays a (quiet) NaN, sign and payload kept
+    return np.uint16(_select((u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000), quiet, rounded))
+
+
+_TO_INF = np.float32(2.0**112)
+_TO_ZERO = np.float32(2.0**-110)
 
 
 @njit(inline="always")
 def _f32_to_f16(f: np.float32) -> np.int16:
-    # Round to nearest even (F. Giesen, "float_to_half_fast3_rtne").
-    u = np.float32(f).view(np.uint32)
-    sign = u & np.uint32(0x80000000)
-    u = u ^ sign
-    if u >= np.uint32(0x47800000):  # >= 65536 before rounding: inf, or NaN
-        o = np.uint32(0x7E00) if u > np.uint32(0x7F800000) else np.uint32(0x7C00)
-    elif u < np.uint32(0x38800000):  # result is a float16 subnormal or zero: let the FPU round
-        denorm = np.float32(_bits_to_f32(u) + _bits_to_f32(np.uint32(0x3F000000)))
-        o = denorm.view(np.uint32) - np.uint32(0x3F000000)
-    else:
-        odd = (u >> np.uint32(13)) & np.uint32(1)
-        o = (u + np.uint32(0xC8000FFF) + odd) >> np.uint32(13)
+    """Round to nearest even, branch-free (M. Maratyszcza's FP16 library, fp16_ieee_from_fp32_value).
+
+    Scaling |f| by 2^112 then 2^-110 lets the FPU do the rounding at float16's precision (overflow
+    to inf included); adding a power of two aligned to f's exponent puts the rounded mantissa where
+    a shift extracts it. The old branchy version kept numba from vectorising every 16-bit store.
+    """
+    w = np.float32(f).view(np.uint32)
+    base = np.float32(np.float32(np.abs(np.float32(f)) * _TO_INF) * _TO_ZERO)
+    shl1 = np.uint32(w + w)  # numba widens uint32 sums; the shift must drop the sign bit as in C
+    sign = w & np.uint32(0x80000000)
+    bias = max(shl1 & np.uint32(0xFF000000), np.uint32(0x71000000))
+    base = np.float32(_bits_to_f32((bias >> np.uint32(1)) + np.uint32(0x07800000)) + base)
+    bits = base.view(np.uint32)
+    nonsign = ((bits >> np.uint32(13)) & np.uint32(0x7C00)) + (bits & np.uint32(0x0FFF))
+    o = _select(shl1 > np.uint32(0xFF000000), np.uint32(0x7E00), nonsign)
     return np.int16(np.uint16((o | (sign >> np.uint32(16))) & np.uint32(0xFFFF)))
 
 
@@ -81,7 +95,9 @@ def _store(a, i, v):  # pragma: no cover - replaced by the overload below inside
     raise NotImplementedError
 
 
-@overload(_load, inline="always")
+# No inline="always" on the overloads: numba-IR inlining them kept LLVM from vectorising the
+# 16-bit loops (5x slower, results/performance.md); LLVM inlines them anyway.
+@overload(_load)
 def _load_impl(a, i):
     if a.dtype == types.float32:
         return lambda a, i: a[i]
@@ -92,7 +108,7 @@ def _load_impl(a, i):
     raise TypeError(f"unsupported element type {a.dtype}")
 
 
-@overload(_store, inline="always")
+@overload(_store)
 def _store_impl(a, i, v):
     if a.dtype == types.float32:
 
@@ -129,12 +145,15 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
     """Build the four loops around ``value_py(g, x, t, cof)``; numba compiles each lazily per dtype set."""
     value = njit(inline="always")(value_py)
 
+    # The element index of the contiguous loops is unsigned: with a signed one numba must allow for
+    # Python's negative indexing on every load and store, which kept LLVM from vectorising the
+    # loops (3x on a float16 loop, measured in results/performance.md).
     def flat(g, x, t, o, n, cof, tile, nblocks):
         chunk = ((n + nblocks - 1) // nblocks + 15) // 16 * 16  # whole cache lines per block
         for b in prange(nblocks):
             end = min(n, (b + 1) * chunk)
             for s in range(b * chunk, end, tile):
-                for i in range(s, min(s + tile, end)):
+                for i in range(np.uint64(s), np.uint64(min(s + tile, end))):
                     _store(o, i, value(_load(g, i), _load(x, i), _load(t, i), cof))
 
     def scalar_grad(g, x, t, o, n, cof, tile, nblocks):
@@ -143,7 +162,7 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
         for b in prange(nblocks):
             end = min(n, (b + 1) * chunk)
             for s in range(b * chunk, end, tile):
-                for i in range(s, min(s + tile, end)):
+                for i in range(np.uint64(s), np.uint64(min(s + tile, end))):
                     _store(o, i, value(g0, _load(x, i), _load(t, i), cof))
 
     def strided(g, x, t, o, shape, strides, n, cof, tile, nblocks):
@@ -243,3 +262,4 @@ def set_threads(n: int) -> None:
 
 def max_threads() -> int:
     return int(numba.config.NUMBA_NUM_THREADS)
+

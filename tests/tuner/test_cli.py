@@ -33,9 +33,9 @@ def test_tune_with_table_output_and_freeze_flag(
     storage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["tune", *QUICK, "--storage", storage, "--trials", "4", "--min-time", "0.002", "--no-progress"]
-    assert main([*argv, "--freeze", "--config-dir", str(tmp_path)]) == 0
+    assert main([*argv, "--freeze", "--config-dir", str(tmp_path), "--bench"]) == 0
     out = capsys.readouterr().out
-    assert "x default" in out and "froze 1 entries" in out
+    assert "x default" in out and "froze 1 entries" in out and "roofline: copy bandwidth" in out
 
 
 def test_doctor_reports_each_backend(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,82 @@
+"""The CPU backend's 16-bit conversions against torch's, bit for bit: every float16 and bfloat16
+bit pattern widened, and float32 values narrowed (random bits, ties, subnormal and overflow edges)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from numba import njit
+
+from kernels.backends import cpu_loops
+
+
+@njit
+def _widen_f16(bits, out):
+    for i in range(bits.size):
+        out[i] = cpu_loops._f16_to_f32(bits[i])
+
+
+@njit
+def _widen_bf16(bits, out):
+    for i in range(bits.size):
+        out[i] = cpu_loops._bf16_to_f32(bits[i])
+
+
+@njit
+def _narrow_f16(x, out):
+    for i in range(x.size):
+        out[i] = cpu_loops._f32_to_f16(x[i])
+
+
+@njit
+def _narrow_bf16(x, out):
+    for i in range(x.size):
+        out[i] = cpu_loops._f32_to_bf16(x[i])
+
+
+def _same_bits(got: np.ndarray, want: np.ndarray, src: np.ndarray) -> None:
+    bad = np.nonzero(got != want)[0]
+    assert bad.size == 0, f"{bad.size} differ, e.g. {src[bad[:3]]!r}: got {got[bad[:3]]!r} want {want[bad[:3]]!r}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_every_16_bit_pattern_widens_like_torch(dtype: torch.dtype) -> None:
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    out = np.empty(bits.size, np.float32)
+    if dtype is torch.float16:
+        _widen_f16(bits.view(np.int16), out)
+    else:
+        _widen_bf16(bits, out)
+    want = torch.from_numpy(bits.view(np.int16)).view(dtype).float().numpy()
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(out), nan)
+    _same_bits(out[~nan].view(np.uint32), want[~nan].view(np.uint32), bits[~nan])
+
+
+def _hard_floats() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    random_bits = rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    f16 = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+    f16 = f16[np.isfinite(f16)]
+    halfway = (f16[:-1].astype(np.float64) + f16[1:]) / 2  # exact ties and their neighbours
+    ties = np.concatenate([halfway, np.nextafter(halfway, np.inf), np.nextafter(halfway, -np.inf)])
+    edges = np.array([65504, 65519.99, 65520, 65536, 6.1e-5, 5.96e-8, 2.98e-8, 2.9802326e-08, 1e-45, 3.4e38,
+                      np.inf, -np.inf, np.nan, -0.0, 0.0], dtype=np.float32)
+    return np.concatenate([random_bits, ties.astype(np.float32), edges, -edges])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_float32_narrows_like_torch_round_to_nearest_even(dtype: torch.dtype) -> None:
+    x = _hard_floats()
+    if dtype is torch.float16:
+        out = np.empty(x.size, np.int16)
+        _narrow_f16(x, out)
+    else:
+        out = np.empty(x.size, np.uint16)
+        _narrow_bf16(x, out)
+    want = torch.from_numpy(x).to(dtype).view(torch.int16).numpy().view(out.dtype)
+    nan = np.isnan(x)
+    widened = torch.from_numpy(out.view(np.int16)).view(dtype).float().numpy()
+    assert np.isnan(widened[nan]).all(), "NaN must stay NaN"
+    _same_bits(out[~nan], want[~nan], x[~nan])

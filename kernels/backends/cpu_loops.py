@@ -185,11 +185,16 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
                 ot += q * strides[2, d]
                 oo += q * strides[3, d]
             sg, sx, st, so = strides[0, last], strides[1, last], strides[2, last], strides[3, last]
+            usg, usx, ust, uso = np.uint64(sg), np.uint64(sx), np.uint64(st), np.uint64(so)
             while pos < end:
                 m = min(shape[last] - idx[last], end - pos, tile)
-                for k in range(m):
+                # Unsigned offsets (strides here are never negative) for the same reason as in flat.
+                ug, ux, ut, uo = np.uint64(og), np.uint64(ox), np.uint64(ot), np.uint64(oo)
+                for k in range(np.uint64(m)):
                     _store(
-                        o, oo + k * so, value(_load(g, og + k * sg), _load(x, ox + k * sx), _load(t, ot + k * st), cof)
+                        o,
+                        uo + k * uso,
+                        value(_load(g, ug + k * usg), _load(x, ux + k * usx), _load(t, ut + k * ust), cof),
                     )
                 pos += m
                 idx[last] += m
@@ -262,4 +267,3 @@ def set_threads(n: int) -> None:
 
 def max_threads() -> int:
     return int(numba.config.NUMBA_NUM_THREADS)
-

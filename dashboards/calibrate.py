@@ -4,29 +4,33 @@ Method
 ------
 *A/A data.* One commit measured ``n_points`` times, each point an independent measurement the way
 asv makes one: a fresh Python process (new interpreter, new numba compile, new allocations) that
-times every case once with the shared ``kernels.timing.measure`` and prints JSON. Cases are the
-three loss backwards on the CPU backend, float32, 2**16 and 2**22 elements, reduction "none"
-(full-shape gradient) and "mean" (0-d gradient). Every series is therefore "no change": anything
-the detector reports on it is a false positive, and its scatter is this machine's real noise
-(process-to-process variation, a shared 2-core host, other jobs running now and then).
+times every case once with the shared ``kernels.timing.measure`` and prints JSON. The kernels come
+from ``git archive HEAD`` into a temporary directory, snapshotted once: the working tree is shared,
+and an edit to kernels/ mid-collection would quietly turn A/A into A/B. Cases: the three loss
+backwards on the CPU backend, float32, 2**16 and 2**22 elements, reduction "none" (full-shape
+gradient) and "mean" (0-d gradient). Every series is "no change": anything the detector reports on
+it is a false positive, and its scatter is this host's real noise (process-to-process variation,
+a shared 2-core machine, other jobs running now and then; the load average is kept per point).
 
 *False positives.* ``detect`` on each full A/A series in measurement order (the honest number:
-drift and bursts of load stay where they happened), on random contiguous windows of them (more,
-correlated, trials), and on shuffled copies (order destroyed: what remains is the test's own
-level, so ordered >> shuffled means the machine drifts, not that the test is loose). Reported as
-the fraction of series with at least one change point and as change points per 100 points.
+bursts of load stay where they happened), on random contiguous windows of them (more, correlated,
+trials), and on shuffled copies (order destroyed). Reported as the fraction of series with at
+least one change point and as change points per 100 points.
 
-*Detection.* Take an A/A series (a random contiguous window, or a random reordering, alternately,
+*Detection.* Take an A/A series (alternately a random contiguous window or a random reordering,
 from a fixed seed), multiply everything from a random position (at least ``MARGIN`` points from
 either end) by ``1 + step`` (a regression) or divide it by ``1 + step`` (an improvement), and run
-``detect``. A trial counts as detected when a change point lies within +-1 index of the injected
-position with the right direction. Location accuracy is the share of those at the exact index;
-"extra" counts the other change points reported in the same trials. Each trial is run with the
-runs' spreads (as the dashboard does) and without, to show what the spread noise floor costs.
+``detect``. A trial counts as detected when a change point with the right direction lies within
++-1 index of the injected position, or its commit range (widened by skipped runs) contains it.
+Location accuracy is the share of those at the exact index; "extra" counts the other change points
+reported in the same trials; the ratio error compares the reported ratio with the injected one.
+Every trial is scored with the runs' spreads (as the dashboard does) and without, and (same
+trials) with the detector's gross-run dropping switched off, to show what each part buys.
 
 ``python -m dashboards.calibrate --collect --evaluate`` writes ``results/regressions/``:
-``aa_series.csv`` (+ ``aa_series.meta.json``: machine, commit, date, wall time) and
-``calibration.json``.
+``aa_series.csv`` (+ ``aa_series.meta.json``: machine, commit, date, wall time, load) and
+``calibration.json``; ``--tag`` keeps another data set beside it, ``--window A:B`` scores a
+sub-range of the points.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -242,10 +246,16 @@ class Detector:
     min_change: float = 0.02
     max_p: float = 0.01
     min_segment: int = 2
+    gross: float | None = changepoints.GROSS
 
     def __call__(self, values: np.ndarray, spreads: np.ndarray | None) -> list[changepoints.ChangePoint]:
         return changepoints.detect(
-            values, spreads, min_change=self.min_change, max_p=self.max_p, min_segment=self.min_segment
+            values,
+            spreads,
+            min_change=self.min_change,
+            max_p=self.max_p,
+            min_segment=self.min_segment,
+            gross=self.gross,
         )
 
 
@@ -338,11 +348,18 @@ def _trial(
 
 def _score(trial: _Trial, found: list[changepoints.ChangePoint]) -> tuple[bool, int | None, int, float | None]:
     """(detected, location error, extra change points, relative ratio error) of one trial."""
-    hits = [cp for cp in found if abs(cp.index - trial.position) <= 1 and cp.regression == trial.regression]
+    hits = [cp for cp in found if _near(cp, trial.position) and cp.regression == trial.regression]
     if not hits:
         return False, None, len(found), None
     best = min(hits, key=lambda cp: abs(cp.index - trial.position))
     return True, abs(best.index - trial.position), len(found) - 1, best.ratio / trial.true_ratio - 1.0
+
+
+def _near(cp: changepoints.ChangePoint, position: int) -> bool:
+    """Within +-1 index, or inside the commit range: skipped runs (failed, contended) widen the range
+    the dashboard shows, and a bisect of that range finds the change."""
+    first, last = cp.commit_range
+    return abs(cp.index - position) <= 1 or first < position <= last
 
 
 def _detection(
@@ -399,25 +416,42 @@ def evaluate(
     seed: int = 0,
     *,
     detector: Detector | None = None,
+    ablation: bool = True,
 ) -> dict[str, object]:
-    """False-positive and detection rates of ``detect`` on A/A data (see the module docstring)."""
+    """False-positive and detection rates of ``detect`` on A/A data (see the module docstring).
+
+    With ``ablation`` the same trials (same seed) are also scored with gross-run dropping off, to
+    show what skipping contended runs buys in detection and costs in false positives.
+    """
     detector = detector or Detector()
     series = series_of(aa)
     if not series:
         raise ValueError("no A/A series to evaluate")
-    rng = np.random.default_rng(seed)
-    return {
+    report: dict[str, object] = {
         "detector": {
             "min_change": detector.min_change,
             "max_p": detector.max_p,
             "min_segment": detector.min_segment,
+            "gross": detector.gross,
             "spread_floor": changepoints.SPREAD_FLOOR,
             "clip_sigma": changepoints.CLIP,
             "step_weight": changepoints.STEP_WEIGHT,
-            "permutations": changepoints.PERMUTATIONS,
+            "permutations": [changepoints.PERMUTATIONS, changepoints.MAX_PERMUTATIONS],
         },
         "data": {"cases": len(series), "points": int(max(len(v) for v, _ in series.values())), "seed": seed},
         "noise": _noise(series),
+        **_rates(series, detector, steps, trials, seed),
+    }
+    if ablation and detector.gross is not None:
+        report["without_gross_drop"] = _rates(series, replace(detector, gross=None), steps, trials, seed)
+    return report
+
+
+def _rates(
+    series: dict[str, tuple[np.ndarray, np.ndarray]], detector: Detector, steps: Sequence[float], trials: int, seed: int
+) -> dict[str, object]:
+    rng = np.random.default_rng(seed)
+    return {
         "false_positives": _false_positives(series, detector, trials, rng),
         "detection": [_detection(series, detector, float(step), trials, rng) for step in steps],
     }
@@ -431,25 +465,29 @@ def format_table(report: dict[str, object]) -> str:
             f"{r['case']:<22}{r['points']:>7}{r['median_us']:>11.1f}{r['point_sigma']:>8.2%}"
             f"{r['max_over_min']:>9.3f}{r['median_spread']:>8.2%}"
         )
-    fp = report["false_positives"]
     lines.append("")
     lines.append(f"{'false positives':<22}{'ordered':>16}{'windows':>16}{'shuffled':>16}   (fraction, per 100 pts)")
-    for key in ("with_spreads", "values_only"):
+    ablation = report.get("without_gross_drop")
+    rows = [(key, report["false_positives"][key]) for key in ("with_spreads", "values_only")]  # type: ignore[index]
+    if ablation:
+        rows.append(("no gross drop", ablation["false_positives"]["with_spreads"]))  # type: ignore[index]
+    for label, fp in rows:
         cells = "".join(
-            f"{fp[key][k]['fraction']:>9.1%} {fp[key][k]['per_100_points']:>5.2f} "  # type: ignore[index]
-            for k in ("ordered", "windows", "shuffled")
+            f"{fp[k]['fraction']:>9.1%} {fp[k]['per_100_points']:>5.2f} " for k in ("ordered", "windows", "shuffled")
         )
-        lines.append(f"{key:<22}{cells}")
+        lines.append(f"{label:<22}{cells}")
     lines.append("")
     header = ("step", "trials", "detected", "in order", "shuffled", "exact loc", "extra/trial", "values only")
-    lines.append("".join(f"{h:>12}" for h in header))
-    for d in report["detection"]:  # type: ignore[union-attr]
+    lines.append("".join(f"{h:>12}" for h in header) + ("  no gross drop" if ablation else ""))
+    plain = ablation["detection"] if ablation else [None] * len(report["detection"])  # type: ignore[index,arg-type]
+    for d, a in zip(report["detection"], plain, strict=True):  # type: ignore[arg-type]
         w, v = d["with_spreads"], d["values_only"]
         cells = (w["detected"], w["detected_window"], w["detected_shuffled"], w["exact_location"])
         lines.append(
             f"{d['step']:>12.0%}{d['trials']:>12}"
             + "".join(f"{c:>12.1%}" for c in cells)
             + f"{w['extra_per_trial']:>12.3f}{v['detected']:>12.1%}"
+            + (f"{a['with_spreads']['detected']:>15.1%}" if a else "")
         )
     return "\n".join(lines)
 

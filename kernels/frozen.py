@@ -91,14 +91,22 @@ def _matches(entry: dict[str, object], key: ProblemKey, *, bucket: bool) -> bool
     return same and (not bucket or entry.get("bucket") == key.bucket)
 
 
-def _usable(table: FrozenTable, entry: dict[str, object], space: Space, backend: str) -> Tiling | None:
-    """The entry's config if it is still valid for the current space and kernels, else None (reported)."""
+def _usable(
+    table: FrozenTable, entry: dict[str, object], space: Space, backend: str, same_problem: bool = True
+) -> Tiling | None:
+    """The entry's config if it is still valid for the current space and kernels, else None (reported).
+
+    An exact entry was tuned on this very space, so a different space hash means the space changed
+    since (stale). A nearest-bucket or common entry was tuned on another problem's space by design
+    (the CPU default's core count follows the size, so every bucket's space hashes differently):
+    for those, being a legal point of the current space is the test.
+    """
     try:
         config = Tiling.from_dict(entry["config"])  # type: ignore[arg-type]
     except (KeyError, TypeError, ValueError) as e:
         _report(table.path, f"entry {entry.get('op')}/{entry.get('bucket')} has a bad config ({e})")
         return None
-    if entry.get("space_hash") != space.hash:
+    if same_problem and entry.get("space_hash") != space.hash:
         _report(
             table.path,
             f"entry {entry.get('op')}/{entry.get('bucket')} is stale: space hash "
@@ -126,16 +134,16 @@ def lookup(
         if config is not None:
             return config, f"frozen {name} [exact 2^{key.bucket}]"
     near = sorted(
-        (e for e in table.entries if _matches(e, key, bucket=False)),
+        (e for e in table.entries if _matches(e, key, bucket=False) and e.get("bucket") != key.bucket),
         key=lambda e: abs(int(e.get("bucket", 0)) - key.bucket),
     )  # type: ignore[arg-type]
     for entry in near:
-        config = _usable(table, entry, space, backend)
+        config = _usable(table, entry, space, backend, same_problem=False)
         if config is not None:
             return config, f"frozen {name} [nearest 2^{entry.get('bucket')}]"
     common = (table.common or {}).get(key.op.value)
     if isinstance(common, dict):
-        config = _usable(table, common, space, backend)
+        config = _usable(table, common, space, backend, same_problem=False)
         if config is not None:
             return config, f"frozen {name} [best common]"
     return None

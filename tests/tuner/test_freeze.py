@@ -61,6 +61,19 @@ def test_lookup_order_exact_nearest_common_default(tmp_path: Path) -> None:
     assert frozen.lookup("cpu", "nodev", key, space, tmp_path) is None  # no table: the backend default
 
 
+def test_nearest_bucket_tuned_on_another_space_is_used_when_legal(tmp_path: Path) -> None:
+    space, key = _space_and_key(10)
+    b = Tiling(tile=1024, cores=1, variant=Variant.FLAT)
+    other_space = _entry(key, space, 20, b) | {"space_hash": "0" * 16}  # e.g. another layout's knobs
+    _write(tmp_path, [other_space])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not stale: a nearest entry is from another problem by design
+        assert frozen.lookup("cpu", "dev", key, space, tmp_path) == (b, "frozen dev.json [nearest 2^20]")
+    illegal = other_space | {"config": Tiling(tile=1024, cores=64, variant=Variant.FLAT).to_dict()}
+    _write(tmp_path, [illegal])
+    assert frozen.lookup("cpu", "dev", key, space, tmp_path) is None  # not a point of this space
+
+
 def test_corrupt_file_is_reported_and_skipped(tmp_path: Path) -> None:
     space, key = _space_and_key()
     path = frozen.config_path("cpu", "dev", tmp_path)

@@ -79,8 +79,16 @@ def _entry(row: dict[str, object], commit: str, vers: dict[str, str]) -> dict[st
     }
 
 
+COMMON_MIN_WINS = 2
+
+
 def _best_common(entries: list[dict[str, object]]) -> dict[str, dict[str, object]]:
-    """Per op, the tuned config that won most often (ties: best mean speedup over default)."""
+    """Per op, the tuned config that won most often (ties: best mean speedup over default).
+
+    A config must have won at least COMMON_MIN_WINS studies: a single win is one problem's optimum
+    (one thread at 2^16, say), and applied to every untuned dtype and size it cost 2x on the
+    16-bit 2^24 cases (results/performance.md). With no common config the default is used.
+    """
     by_op: dict[str, list[dict[str, object]]] = collections.defaultdict(list)
     for e in entries:
         if e["tuned"]:
@@ -94,6 +102,8 @@ def _best_common(entries: list[dict[str, object]]) -> dict[str, dict[str, object
             return counts[key], sum(sp) / len(sp)
 
         key = max(counts, key=score)
+        if counts[key] < COMMON_MIN_WINS:
+            continue
         example = next(e for e in wins if json.dumps(e["config"], sort_keys=True) == key)
         common[op] = {k: example[k] for k in ("op", "config", "kernel_hash", "space_hash")}
     return common

@@ -131,3 +131,19 @@ def test_every_shipped_config_is_in_its_space_and_current(path: Path, entry: dic
     assert entry["space_hash"] == ex.space.hash
     assert entry["kernel_hash"] == frozen.kernel_hash(backend, str(entry["op"]))
     assert ex.config_source.startswith(f"frozen {path.name}")  # the executor says it uses the table
+
+
+def test_a_single_win_is_not_a_common_config() -> None:
+    from tuner.freeze import _best_common
+
+    one = {
+        "op": "mse",
+        "tuned": True,
+        "config": {"tile": 4096, "cores": 1},
+        "speedup_vs_default": 1.1,
+        "kernel_hash": "k",
+        "space_hash": "s",
+    }
+    other = one | {"config": {"tile": 1024, "cores": 2}}
+    assert _best_common([one, other, one | {"tuned": False}]) == {}
+    assert _best_common([one, one | {"speedup_vs_default": 1.2}, other])["mse"]["config"] == one["config"]

@@ -148,6 +148,12 @@ def bench_case(
     )
 
 
+def _aligned(lines: list[tuple[object, ...]]) -> list[str]:
+    """Left-aligned columns, two spaces apart."""
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(lines[0]))]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
+
+
 def format_table(rows: list[BenchRow]) -> str:
     head = (
         "op",
@@ -183,8 +189,7 @@ def format_table(rows: list[BenchRow]) -> str:
                 r.tuned_config,
             )
         )
-    widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
-    text = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
+    text = _aligned(lines)
     if rows:
         text.append(
             f"roofline: copy bandwidth of torch copy_ at each case's working set ({rows[0].copy_gbps:.2f} GB/s for the "
@@ -255,5 +260,4 @@ def format_report(rows: list[BenchRow]) -> str:
                 f"{r.oneshot_s / r.tuned_s:.2f}",
             )
         )
-    widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines)
+    return "\n".join(_aligned(lines))

@@ -141,7 +141,8 @@ def _page(name: str, title: str, sections: list[tuple[str, str, str]], data: dic
     )
     payload = json.dumps(data).replace("</", "<\\/")
     return (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        # An empty inline icon: otherwise browsers ask the server for /favicon.ico (a 404 in the console).
+        '<!doctype html><html lang=en><head><meta charset=utf-8><link rel="icon" href="data:,">'
         f"<title>losstune · {html.escape(title)}</title><style>{CSS}</style></head><body>"
         f"<nav>{nav}</nav><main><h1>{html.escape(title)}</h1>{body}</main>"
         f'<script type="application/json" id="site-data">{payload}</script><script>{JS}</script></body></html>'

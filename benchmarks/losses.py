@@ -20,13 +20,11 @@ This module imports nothing heavy at import time: asv imports it in every one of
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import random
 import shutil
 import statistics
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -169,12 +167,9 @@ def _commit() -> str:
 
 def _write_meta(meta: dict, root: Path) -> None:
     """results/asv-meta/<machine>/<commit>.json, written whole or not at all."""
-    folder = root / "results" / "asv-meta" / str(meta["host"]["machine"])
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(meta, f, indent=1, sort_keys=True)
-    os.replace(tmp, folder / f"{meta['commit']}.json")
+    from tuner.freeze import write_atomic
+
+    write_atomic(root / "results" / "asv-meta" / str(meta["host"]["machine"]) / f"{meta['commit']}.json", meta)
 
 
 def measure_all(

@@ -496,19 +496,6 @@ def format_table(report: dict[str, object]) -> str:
 # Files and CLI
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Readers (the dashboard) never see half a file: write a sibling, then rename over."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _json_default(value: object) -> object:
     if isinstance(value, np.generic):
         return value.item()
@@ -529,6 +516,7 @@ def _paths(out_dir: Path, tag: str) -> tuple[Path, Path, Path]:
 
 
 def _collect(args: argparse.Namespace) -> None:
+    from tuner.freeze import write_atomic  # here, not at import: every A/A point process imports this module
     cases = args.cases.split(",") if args.cases else list(DEFAULT_CASES)
     info = machine_info()
     load_before = os.getloadavg()
@@ -554,6 +542,7 @@ def _collect(args: argparse.Namespace) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> None:
+    from tuner.freeze import write_atomic
     csv_path, meta_path, json_path = _paths(args.out_dir, args.tag)
     aa = pd.read_csv(csv_path)
     if args.window:

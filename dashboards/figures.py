@@ -30,6 +30,11 @@ def _grid(n: int, cols: int = 3, w: float = 4.2, h: float = 3.0) -> tuple[Figure
     return fig, axes
 
 
+def _completed(trials: pd.DataFrame) -> pd.DataFrame:
+    """Trials that finished with a time (failed and still-enqueued grid points have none)."""
+    return trials[(trials["state"] == "COMPLETE") & trials["seconds"].notna()] if not trials.empty else trials
+
+
 def best_configs(finals: pd.DataFrame) -> Figure | None:
     """Per tuned case: the chosen config's speedup over the default and over the vendor baseline."""
     if finals.empty:
@@ -56,7 +61,7 @@ def best_configs(finals: pd.DataFrame) -> Figure | None:
 
 def landscapes(trials: pd.DataFrame, max_panels: int = 12) -> Figure | None:
     """tile x cores heatmaps of trial time relative to the study's best (1.0 = best)."""
-    done = trials[(trials.get("state") == "COMPLETE") & trials["seconds"].notna()] if not trials.empty else trials
+    done = _completed(trials)
     if done.empty:
         return None
     studies = sorted(done["study"].unique())[:max_panels]
@@ -84,7 +89,7 @@ def landscapes(trials: pd.DataFrame, max_panels: int = 12) -> Figure | None:
 
 def convergence(trials: pd.DataFrame, max_panels: int = 12) -> Figure | None:
     """Best time found so far vs trial number, relative to the default's first measurement."""
-    done = trials[(trials.get("state") == "COMPLETE") & trials["seconds"].notna()] if not trials.empty else trials
+    done = _completed(trials)
     if done.empty:
         return None
     fig, ax = plt.subplots(figsize=(9, 4.5))

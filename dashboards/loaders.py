@@ -116,11 +116,16 @@ def series_key(row: pd.Series | dict) -> str:
     return " ".join(str(row[k]) for k in ("machine", "backend", "op", "dtype", "shape", "config", "metric"))
 
 
+def _absent(storage: str | None) -> bool:
+    """A journal path that does not exist yet: nothing tuned, an empty table (not a new empty file)."""
+    return bool(storage) and "://" not in str(storage) and not Path(str(storage)).exists()
+
+
 def load_tuning(storage: str | None = "results/tuning/journal.log") -> pd.DataFrame:
     """Every trial of every study: the study's case, the trial's config, timing and failure kind."""
     from tuner.study import open_storage
 
-    if storage and "://" not in storage and not Path(storage).exists():
+    if _absent(storage):
         return pd.DataFrame()
     store = open_storage(storage)
     rows: list[dict[str, object]] = []
@@ -151,7 +156,7 @@ def load_finals(storage: str | None = "results/tuning/journal.log") -> pd.DataFr
     """One row per study: its case and the finalists' decision (chosen config, gains, noise)."""
     from tuner.study import study_rows
 
-    if storage and "://" not in storage and not Path(storage).exists():
+    if _absent(storage):
         return pd.DataFrame()
     rows = []
     for row in study_rows(storage):

@@ -217,7 +217,7 @@ def _report(args: argparse.Namespace) -> int:
 
     from tuner import machine
     from tuner.bench import REPORT_SIZES, as_dicts, format_report, report_rows
-    from tuner.freeze import write_atomic
+    from tuner.freeze import git_commit, write_atomic
 
     _positive(args.min_time, "--min-time")
     _positive(args.rounds, "--rounds")
@@ -228,11 +228,11 @@ def _report(args: argparse.Namespace) -> int:
     cases = _cases(args)
     start = time.time()
     rows = report_rows(cases, args.backend, min_time_s=args.min_time, rounds=args.rounds)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = git_commit()[:7]
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
     header = (
         f"losstune bench --report on {machine.machine_name()} ({platform.processor() or platform.machine()}), "
-        f"backend {args.backend}, commit {commit or 'unknown'}{' + local changes' if dirty.stdout.strip() else ''}, "
+        f"backend {args.backend}, commit {commit}{' + local changes' if dirty.stdout.strip() else ''}, "
         f"{time.strftime('%Y-%m-%d')}, {time.time() - start:.0f} s\n"
         "medians of interleaved rounds; roofline = torch copy_ at the same working set (half read, half written)"
     )

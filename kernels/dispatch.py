@@ -1,4 +1,12 @@
-"""Phase one's shared tail (backend, space, config choice) and phase two's launch."""
+"""Phase one's shared tail (backend, space, config choice), the plan cache, and phase two's launch.
+
+The plan cache: every check and decision of phase one reads tensor metadata only (dtype, shape,
+strides, device), never values, and the frozen tables are read once per process. So a call whose
+metadata and arguments match an earlier successful one gets that call's executor rebound to its
+tensors, in a few microseconds instead of the ~60 us the full phase one takes in Python; that cost
+was 6x the kernel at 2^16 elements (results/performance.md). Calls with an explicit config always
+take the full path, and a call that failed is never cached, so every error is still raised.
+"""
 
 from __future__ import annotations
 
@@ -63,6 +71,68 @@ def build(
         found = frozen.lookup(be.name, facts.name, key, space)
         chosen, source = found if found is not None else (space.default, "default")
     return Executor(op, formula, be.name, facts.name, chosen, source, space, key, geometry, cof, grad, inp, target, out)
+
+
+PLAN_LIMIT = 1024  # distinct call signatures kept; past it the cache starts over (a training loop has few)
+_plans: dict[tuple[object, ...], tuple[int, Executor, tuple[object, ...]]] = {}
+
+
+def plan_key(
+    call: tuple[object, ...], tensors: tuple[object, ...], backend: object, config: object, allocate: bool
+) -> tuple[object, ...] | None:
+    """What phase one reads of a call, or None when it must take the full path (explicit config,
+    something not a tensor). ``call`` holds the op and its non-tensor arguments with their types,
+    so that e.g. ``True`` is not taken for ``1``."""
+    if config is not None:
+        return None
+    key: list[object] = [call, backend, allocate]
+    for v in tensors:
+        if v is None:
+            key.append(None)
+        elif isinstance(v, torch.Tensor):
+            key.append((v.dtype, v.shape, v.stride(), v.device))
+        else:
+            return None
+    return tuple(key)
+
+
+def replay(
+    key: tuple[object, ...] | None,
+    grad: torch.Tensor,
+    inp: torch.Tensor,
+    target: torch.Tensor,
+    out: torch.Tensor | None,
+) -> Executor | None:
+    """The cached plan for ``key`` bound to these tensors (``out`` allocated when None), else None."""
+    if key is None:
+        return None
+    try:
+        hit = _plans.get(key)
+    except TypeError:  # an unhashable argument: the full path says what is wrong with it
+        return None
+    if hit is None or hit[0] != frozen.generation():
+        return None
+    _, template, (shape, dtype, device) = hit
+    if out is None:
+        out = torch.empty(shape, dtype=dtype, device=device)  # type: ignore[arg-type]
+    return template.bind(grad, inp, target, out)
+
+
+def remember(key: tuple[object, ...] | None, executor: Executor) -> None:
+    """Keep a successful phase one's plan, without its tensors (a cache must not hold data alive)."""
+    if key is None:
+        return
+    if len(_plans) >= PLAN_LIMIT:
+        _plans.clear()
+    out = executor.out
+    try:
+        _plans[key] = (frozen.generation(), executor.bind(None, None, None, None), (out.shape, out.dtype, out.device))
+    except TypeError:
+        pass
+
+
+def clear_plans() -> None:
+    _plans.clear()
 
 
 def run(executor: Executor) -> None:

@@ -7,6 +7,7 @@ or whose entries no longer fit the current space is reported once and skipped, n
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import warnings
@@ -56,6 +57,21 @@ def config_path(backend: str, device: str, root: Path | None = None) -> Path:
 
 def _report(path: Path, why: str) -> None:
     warnings.warn(f"frozen config {path}: {why}; skipped", FrozenConfigWarning, stacklevel=4)
+
+
+_generation = 0
+
+
+def generation() -> int:
+    """Bumped by :func:`reset`: anything that cached a lookup result compares it to drop stale plans."""
+    return _generation
+
+
+def reset() -> None:
+    """Forget every table read so far (call after writing one); cached plans notice via generation()."""
+    global _generation
+    load.cache_clear()
+    _generation += 1
 
 
 @cache
@@ -140,10 +156,25 @@ def lookup(
     for entry in near:
         config = _usable(table, entry, space, backend, same_problem=False)
         if config is not None:
-            return config, f"frozen {name} [nearest 2^{entry.get('bucket')}]"
+            return _carried(config, space, f"frozen {name} [nearest 2^{entry.get('bucket')}")
     common = (table.common or {}).get(key.op.value)
     if isinstance(common, dict):
         config = _usable(table, common, space, backend, same_problem=False)
         if config is not None:
-            return config, f"frozen {name} [best common]"
+            return _carried(config, space, f"frozen {name} [best common")
     return None
+
+
+def _carried(config: Tiling, space: Space, source: str) -> tuple[Tiling, str]:
+    """A config tuned on another problem, capped at this problem's default core count.
+
+    Every backend's default sizes its cores (threads, programs, AI cores) to the work; a config
+    tuned at 2^16 with two threads, carried to 2^10, spent 8 us waking a thread for 1 us of work
+    (results/performance.md). More cores than the default never pays on a smaller problem, so the
+    cap keeps the tuned tile and variant and takes the default's parallelism.
+    """
+    if config.cores > space.default.cores:
+        capped = dataclasses.replace(config, cores=space.default.cores)
+        if capped in space:
+            return capped, f"{source}, cores capped at {capped.cores}]"
+    return config, f"{source}]"

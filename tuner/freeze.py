@@ -146,5 +146,5 @@ def freeze(storage: str | None, backend: str, device: str | None = None, root: P
         "common": _best_common(entries),
     }
     write_atomic(path, table)
-    frozen.load.cache_clear()
+    frozen.reset()
     return path, len(entries)

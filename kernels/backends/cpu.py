@@ -3,32 +3,47 @@
 from __future__ import annotations
 
 import platform
+from functools import lru_cache
 
 import numpy as np
 import torch
 
 from kernels.backends import cpu_loops
 from kernels.executor import Executor, Formula
-from kernels.modes import Variant
+from kernels.modes import Layout, Variant
 from kernels.plan import Geometry
 from kernels.tiling import DeviceFacts, Space, cpu_space
 
-
-def as_numpy(t: torch.Tensor, span: int | None = None) -> np.ndarray:
-    """A 1-D numpy view of a tensor's elements (no copy); 16-bit floats as their raw bits.
-
-    With ``span`` the view covers ``span`` elements of storage from the tensor's first element, so
-    a strided kernel can address it with the tensor's own strides.
-    """
-    flat = t.reshape(-1) if span is None else t.as_strided((span,), (1,))
-    if t.dtype == torch.float32:
-        return flat.numpy()
-    bits = flat.view(torch.int16).numpy()
-    return bits if t.dtype == torch.float16 else bits.view(np.uint16)  # int16 = float16, uint16 = bfloat16
+# Empty arrays whose element type tells a loop how to read an operand's address (cpu_loops._view):
+# int16 carries float16 bits, uint16 bfloat16 bits.
+TAGS: dict[torch.dtype, np.ndarray] = {
+    torch.float32: np.empty(0, np.float32),
+    torch.float16: np.empty(0, np.int16),
+    torch.bfloat16: np.empty(0, np.uint16),
+}
 
 
-def _span(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+def span(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """Elements from a view's first element to its last, through its strides (never negative here)."""
     return 1 + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True))
+
+
+@lru_cache(maxsize=256)
+def _walk_arrays(geo: Geometry, x_axis: int) -> tuple[np.ndarray, ...]:
+    """The strided/reduce loops' shape, stride and span arrays: per geometry, not per launch."""
+    strides = np.array(geo.strides, dtype=np.int64)
+    strides[1] = strides[x_axis]
+    if geo.layout is not Layout.REDUCE:
+        spans = np.array([span(geo.shape, s) for s in strides.tolist()], np.int64)
+        return spans, np.array(geo.shape, np.int64), strides
+    rstrides = np.array(geo.rstrides, dtype=np.int64)
+    rstrides[1] = rstrides[x_axis]
+    # A reduced operand's span also covers the summed dims.
+    spans = [
+        span(geo.shape, k) + span(geo.rshape, r) - 1 for k, r in zip(strides.tolist(), rstrides.tolist(), strict=False)
+    ]
+    spans.append(span(geo.shape, strides.tolist()[3]))
+    return np.array(spans, np.int64), np.array(geo.shape, np.int64), strides, np.array(geo.rshape, np.int64), rstrides
 
 
 class CpuBackend:
@@ -62,51 +77,37 @@ class CpuBackend:
         if parallel:
             cpu_loops.set_threads(cfg.cores)
         pick = 1 if parallel else 0
-        cof = np.float32(ex.cof)
         # The input operand is not read by every formula (KL never reads self): then the target
         # stands in for it, so no memory of self is touched.
         x, x_axis = (ex.inp, 1) if ex.formula.reads_input else (ex.target, 2)
-        if cfg.variant in (Variant.FLAT, Variant.SCALAR_GRAD):
-            fn = (kernels.flat if cfg.variant is Variant.FLAT else kernels.scalar_grad)[pick]
-            fn(
-                as_numpy(ex.grad),
-                as_numpy(x),
-                as_numpy(ex.target),
-                as_numpy(ex.out),
-                geo.numel,
-                cof,
-                cfg.tile,
-                cfg.cores,
-            )
-            return
-        shape = geo.shape
-        strides = np.array(geo.strides, dtype=np.int64)
-        strides[1] = strides[x_axis]
-        arrays = [
-            as_numpy(t, _span(shape, s)) for t, s in zip((ex.grad, x, ex.target, ex.out), strides.tolist(), strict=True)
-        ]
-        if cfg.variant is Variant.STRIDED:
-            kernels.strided[pick](*arrays, np.array(shape, np.int64), strides, geo.numel, cof, cfg.tile, cfg.cores)
-            return
-        rstrides = np.array(geo.rstrides, dtype=np.int64)
-        rstrides[1] = rstrides[x_axis]
-        # A reduced operand's span also covers the summed dims.
-        full = [
-            _span(shape, k) + _span(geo.rshape, r) - 1
-            for k, r in zip(strides.tolist()[:3], rstrides.tolist(), strict=True)
-        ]
-        arrays[:3] = [as_numpy(t, n) for t, n in zip((ex.grad, x, ex.target), full, strict=True)]
-        kernels.reduce[pick](
-            *arrays,
-            np.array(shape, np.int64),
-            strides,
-            np.array(geo.rshape, np.int64),
-            rstrides,
-            geo.n_out,
-            cof,
-            cfg.tile,
-            cfg.cores,
+        g, t, o = ex.grad, ex.target, ex.out
+        operands = (
+            g.data_ptr(),
+            x.data_ptr(),
+            t.data_ptr(),
+            o.data_ptr(),
+            TAGS[g.dtype],
+            TAGS[x.dtype],
+            TAGS[t.dtype],
+            TAGS[o.dtype],
         )
+        variant = cfg.variant
+        if variant is Variant.FLAT or variant is Variant.SCALAR_GRAD:
+            fn = (kernels.flat if variant is Variant.FLAT else kernels.scalar_grad)[pick]
+            fn(*operands, geo.numel, ex.cof, cfg.tile, cfg.cores)
+            return
+        if variant is Variant.STRIDED:
+            # 2-d with the output unit-strided on the outer dim (the inputs own the inner one):
+            # the banded walk, which stores whole output lines (cpu_loops.transposed).
+            out_strides = geo.strides[3]
+            walk = (
+                kernels.transposed
+                if len(out_strides) == 2 and out_strides[0] == 1 != out_strides[1]
+                else kernels.strided
+            )
+            walk[pick](*operands, *_walk_arrays(geo, x_axis), geo.numel, ex.cof, cfg.tile, cfg.cores)
+            return
+        kernels.reduce[pick](*operands, *_walk_arrays(geo, x_axis), geo.n_out, ex.cof, cfg.tile, cfg.cores)
 
     def synchronize(self) -> None:
         """numba calls return when the work is done."""

@@ -10,18 +10,29 @@ format, so numba compiles a separate specialisation per format with no branch in
 
 ``cores`` blocks each own a contiguous range (like an AI core's blockDim share); each block is
 walked ``tile`` elements per step. The parallel build runs the blocks on numba's thread pool.
+
+The loops take each operand as the address of its first element plus an empty "tag" array of its
+element type, not as a numpy array: building four numpy views of torch tensors cost ~5 us per
+launch, more than the whole kernel below 2^12 elements (results/performance.md); an address is
+one ``data_ptr()`` call and numba types an int argument in a few nanoseconds.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numba
 import numpy as np
-from numba import njit, prange, types
-from numba.extending import overload
+from llvmlite import binding as llvm
+from llvmlite import ir
+from numba import carray, njit, prange, types
+from numba.extending import intrinsic, overload
 
+_I32 = ir.IntType(32)
+_BAND_BYTES = 256  # output bytes per band row of the transposed walk: 4 lines (measured best of 1, 2, 4, 8)
 _F16_MAGIC = np.float32(2.0**112)  # rebias a float16 exponent (15) to float32's (127)
 
 
@@ -30,9 +41,18 @@ def _bits_to_f32(u: np.uint32) -> np.float32:
     return np.uint32(u).view(np.float32)
 
 
-@njit(inline="always")
-def _bf16_to_f32(b: np.uint16) -> np.float32:
-    return _bits_to_f32(np.uint32(b) << np.uint32(16))
+@intrinsic
+def _bf16_to_f32(typingctx, b):
+    """bfloat16 bits -> float32: the bits are float32's upper half. Written as LLVM IR on 32-bit lanes:
+    numba widens uint32 arithmetic to 64 bits, which halves the vector width (16% on an mse loop)."""
+    if b != types.uint16:
+        return None
+
+    def codegen(context, builder, signature, args):
+        wide = builder.shl(builder.zext(args[0], _I32), ir.Constant(_I32, 16))
+        return builder.bitcast(wide, ir.FloatType())
+
+    return types.float32(types.uint16), codegen
 
 
 @njit(inline="always")
@@ -55,12 +75,25 @@ def _select(pick: np.uint32, a: np.uint32, b: np.uint32) -> np.uint32:
     return (a & mask) | (b & ~mask)
 
 
-@njit(inline="always")
-def _f32_to_bf16(f: np.float32) -> np.uint16:
-    u = np.float32(f).view(np.uint32)
-    rounded = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
-    quiet = (u >> np.uint32(16)) | np.uint32(0x40)  # NaN stays a (quiet) NaN, sign and payload kept
-    return np.uint16(_select((u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000), quiet, rounded))
+@intrinsic
+def _f32_to_bf16(typingctx, f):
+    """float32 -> bfloat16 bits, round to nearest even; NaN stays a quiet NaN (sign, payload kept).
+    32-bit integer IR for the reason given at _bf16_to_f32; a select, no branch."""
+    if f != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        def c(v: int) -> ir.Constant:
+            return ir.Constant(_I32, v)
+
+        u = builder.bitcast(args[0], _I32)
+        upper = builder.lshr(u, c(16))
+        rounded = builder.lshr(builder.add(builder.add(u, c(0x7FFF)), builder.and_(upper, c(1))), c(16))
+        nan = builder.icmp_unsigned(">", builder.and_(u, c(0x7FFFFFFF)), c(0x7F800000))
+        bits = builder.select(nan, builder.or_(upper, c(0x40)), rounded)
+        return builder.trunc(bits, ir.IntType(16))
+
+    return types.uint16(types.float32), codegen
 
 
 _TO_INF = np.float32(2.0**112)
@@ -87,6 +120,66 @@ def _f32_to_f16(f: np.float32) -> np.int16:
     return np.int16(np.uint16((o | (sign >> np.uint32(16))) & np.uint32(0xFFFF)))
 
 
+def _has_f16c() -> bool:
+    """x86 F16C (vcvtph2ps / vcvtps2ph) on the host numba compiles for; LOSSTUNE_CPU_F16C=0 turns it off."""
+    if os.environ.get("LOSSTUNE_CPU_F16C", "1") == "0":
+        return False
+    return bool(llvm.get_host_cpu_features().get("f16c", False))
+
+
+HAS_F16C = _has_f16c()
+
+
+@intrinsic
+def _f16_to_f32_hw(typingctx, h):
+    """LLVM's own half -> float (``fpext``): one vcvtph2ps per vector with F16C, exact."""
+    if h != types.int16:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+
+    return types.float32(types.int16), codegen
+
+
+@intrinsic
+def _f32_to_f16_hw(typingctx, f):
+    """LLVM's float -> half (``fptrunc``, round to nearest even): one vcvtps2ph per vector with F16C.
+
+    Only used where the host has F16C: without it LLVM would call a compiler-rt helper that numba's
+    JIT does not link.
+    """
+    if f != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+
+    return types.int16(types.float32), codegen
+
+
+_f16_widen = _f16_to_f32_hw if HAS_F16C else _f16_to_f32
+_f16_narrow = _f32_to_f16_hw if HAS_F16C else _f32_to_f16
+
+
+@intrinsic
+def _pointer(typingctx, address, tag):
+    """``address`` (an int from ``Tensor.data_ptr()``) as a pointer to ``tag``'s element type."""
+    if not isinstance(address, types.Integer) or not isinstance(tag, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+
+    return types.CPointer(tag.dtype)(address, tag), codegen
+
+
+@njit(inline="always")
+def _view(address, n, tag):
+    """A 1-D array over ``n`` elements at ``address``; the tensor that owns them outlives the call."""
+    return carray(_pointer(address, tag), n)
+
+
 def _load(a, i):  # pragma: no cover - replaced by the overload below inside numba
     raise NotImplementedError
 
@@ -104,7 +197,7 @@ def _load_impl(a, i):
     if a.dtype == types.uint16:
         return lambda a, i: _bf16_to_f32(a[i])
     if a.dtype == types.int16:
-        return lambda a, i: _f16_to_f32(a[i])
+        return lambda a, i: _f16_widen(a[i])
     raise TypeError(f"unsupported element type {a.dtype}")
 
 
@@ -125,7 +218,7 @@ def _store_impl(a, i, v):
     if a.dtype == types.int16:
 
         def store_f16(a, i, v):
-            a[i] = _f32_to_f16(v)
+            a[i] = _f16_narrow(v)
 
         return store_f16
     raise TypeError(f"unsupported element type {a.dtype}")
@@ -138,6 +231,7 @@ class CpuKernels:
     flat: tuple[Callable[..., None], Callable[..., None]]
     scalar_grad: tuple[Callable[..., None], Callable[..., None]]
     strided: tuple[Callable[..., None], Callable[..., None]]
+    transposed: tuple[Callable[..., None], Callable[..., None]]
     reduce: tuple[Callable[..., None], Callable[..., None]]
 
 
@@ -148,7 +242,9 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
     # The element index of the contiguous loops is unsigned: with a signed one numba must allow for
     # Python's negative indexing on every load and store, which kept LLVM from vectorising the
     # loops (3x on a float16 loop, measured in results/performance.md).
-    def flat(g, x, t, o, n, cof, tile, nblocks):
+    def flat(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, nblocks):
+        g, x, t, o = _view(pg, n, tg), _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)
+        cof = np.float32(cof64)
         chunk = ((n + nblocks - 1) // nblocks + 15) // 16 * 16  # whole cache lines per block
         for b in prange(nblocks):
             end = min(n, (b + 1) * chunk)
@@ -156,8 +252,10 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
                 for i in range(np.uint64(s), np.uint64(min(s + tile, end))):
                     _store(o, i, value(_load(g, i), _load(x, i), _load(t, i), cof))
 
-    def scalar_grad(g, x, t, o, n, cof, tile, nblocks):
-        g0 = _load(g, 0)  # read once, not n times
+    def scalar_grad(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, nblocks):
+        x, t, o = _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)
+        cof = np.float32(cof64)
+        g0 = _load(_view(pg, 1, tg), 0)  # read once, not n times
         chunk = ((n + nblocks - 1) // nblocks + 15) // 16 * 16
         for b in prange(nblocks):
             end = min(n, (b + 1) * chunk)
@@ -165,8 +263,12 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
                 for i in range(np.uint64(s), np.uint64(min(s + tile, end))):
                     _store(o, i, value(g0, _load(x, i), _load(t, i), cof))
 
-    def strided(g, x, t, o, shape, strides, n, cof, tile, nblocks):
-        # shape[nd], strides[4, nd] in elements for g, x, t, o; innermost dim last.
+    def strided(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks):
+        # shape[nd], strides[4, nd] in elements for g, x, t, o; innermost dim last; spans[4]: the
+        # elements each operand's strides reach from its first one.
+        g, x, t = _view(pg, spans[0], tg), _view(px, spans[1], tx), _view(pt, spans[2], tt)
+        o = _view(po, spans[3], to)
+        cof = np.float32(cof64)
         nd = shape.shape[0]
         last = nd - 1
         chunk = (n + nblocks - 1) // nblocks
@@ -186,16 +288,28 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
                 oo += q * strides[3, d]
             sg, sx, st, so = strides[0, last], strides[1, last], strides[2, last], strides[3, last]
             usg, usx, ust, uso = np.uint64(sg), np.uint64(sx), np.uint64(st), np.uint64(so)
+            # Unit inner strides get loops of their own: LLVM vectorises a loop with a runtime
+            # stride only by versioning it for stride 1, which a stride-0 operand (a broadcast 0-d
+            # gradient) defeats, leaving the scalar loop (results/performance.md).
+            unit = usx == 1 and ust == 1 and uso == 1
             while pos < end:
                 m = min(shape[last] - idx[last], end - pos, tile)
                 # Unsigned offsets (strides here are never negative) for the same reason as in flat.
                 ug, ux, ut, uo = np.uint64(og), np.uint64(ox), np.uint64(ot), np.uint64(oo)
-                for k in range(np.uint64(m)):
-                    _store(
-                        o,
-                        uo + k * uso,
-                        value(_load(g, ug + k * usg), _load(x, ux + k * usx), _load(t, ut + k * ust), cof),
-                    )
+                if unit and usg == 0:  # the 0-d gradient of mean/sum: read once per run, not per element
+                    g0 = _load(g, ug)
+                    for k in range(np.uint64(m)):
+                        _store(o, uo + k, value(g0, _load(x, ux + k), _load(t, ut + k), cof))
+                elif unit and usg == 1:
+                    for k in range(np.uint64(m)):
+                        _store(o, uo + k, value(_load(g, ug + k), _load(x, ux + k), _load(t, ut + k), cof))
+                else:
+                    for k in range(np.uint64(m)):
+                        _store(
+                            o,
+                            uo + k * uso,
+                            value(_load(g, ug + k * usg), _load(x, ux + k * usx), _load(t, ut + k * ust), cof),
+                        )
                 pos += m
                 idx[last] += m
                 og += m * sg
@@ -216,9 +330,52 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
                     ot += strides[2, d]
                     oo += strides[3, d]
 
-    def reduce(g, x, t, o, kshape, kstrides, rshape, rstrides, n_out, cof, tile, nblocks):
+    def transposed(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks):
+        # The strided walk of a 2-d problem whose operands disagree on the unit-stride dim: the
+        # inputs step through dim 1 at stride 1, the output through dim 0 (a transposed input and a
+        # contiguous out). Walking dim 1 innermost scatters the stores at a power-of-two stride,
+        # and every line of that column maps to the same L1 and L2 set (4.8x the contiguous time,
+        # results/performance.md). Here a band of dim-0 indices (4 output lines) is done column by column with
+        # dim 0 innermost: each store run fills whole output lines, and the inputs' band (ROWS rows
+        # of dim 1) stays in L1 while its columns are consumed. Bands go round-robin to the blocks.
+        g, x, t = _view(pg, spans[0], tg), _view(px, spans[1], tx), _view(pt, spans[2], tt)
+        o = _view(po, spans[3], to)
+        cof = np.float32(cof64)
+        rows, cols = shape[0], shape[1]
+        band_rows = _BAND_BYTES // o.itemsize
+        nbands = (rows + band_rows - 1) // band_rows
+        # Unsigned offsets, as in flat (strides here are never negative).
+        sg0, sx0, st0, so0 = (
+            np.uint64(strides[0, 0]),
+            np.uint64(strides[1, 0]),
+            np.uint64(strides[2, 0]),
+            np.uint64(strides[3, 0]),
+        )
+        sg1, sx1, st1, so1 = (
+            np.uint64(strides[0, 1]),
+            np.uint64(strides[1, 1]),
+            np.uint64(strides[2, 1]),
+            np.uint64(strides[3, 1]),
+        )
+        for b in prange(nblocks):
+            for band in range(b, nbands, nblocks):
+                r0 = np.uint64(band * band_rows)
+                r1 = np.uint64(min(rows, band * band_rows + band_rows))
+                for c in range(np.uint64(cols)):
+                    bg, bx, bt, bo = c * sg1, c * sx1, c * st1, c * so1
+                    for r in range(r0, r1):
+                        _store(
+                            o,
+                            bo + r * so0,
+                            value(_load(g, bg + r * sg0), _load(x, bx + r * sx0), _load(t, bt + r * st0), cof),
+                        )
+
+    def reduce(pg, px, pt, po, tg, tx, tt, to, spans, kshape, kstrides, rshape, rstrides, n_out, cof64, tile, nblocks):
         # Each output element sums its broadcast dims in ascending linear order, whatever the
         # tiling: the result is bitwise the same for every config. Kahan keeps float32 accurate.
+        g, x, t = _view(pg, spans[0], tg), _view(px, spans[1], tx), _view(pt, spans[2], tt)
+        o = _view(po, spans[3], to)
+        cof = np.float32(cof64)
         nk = kshape.shape[0]
         nr = rshape.shape[0]
         nred = 1
@@ -258,11 +415,17 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
     def both(fn: Callable[..., None]) -> tuple[Callable[..., None], Callable[..., None]]:
         return njit(nogil=True)(fn), njit(parallel=True, nogil=True)(fn)
 
-    return CpuKernels(both(flat), both(scalar_grad), both(strided), both(reduce))
+    return CpuKernels(both(flat), both(scalar_grad), both(strided), both(transposed), both(reduce))
+
+
+_threads = threading.local()  # numba's thread count is per calling thread, so is this memo of it
 
 
 def set_threads(n: int) -> None:
-    numba.set_num_threads(n)
+    """numba.set_num_threads, skipped when already n: it costs ~1 us, a tenth of a small launch."""
+    if getattr(_threads, "n", None) != n:
+        numba.set_num_threads(n)
+        _threads.n = n
 
 
 def max_threads() -> int:

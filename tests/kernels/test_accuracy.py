@@ -29,6 +29,7 @@ CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {
     "target_bcast": ((7, 33, 5), (7, 33, 5), (33, 1)),  # target smaller than the output: strided
     "input_small": ((6, 17, 9), (17, 1), (6, 17, 9)),  # MSE/L1: input smaller than out; KL: sum back to input
     "grad_bcast": ((1, 9), (5, 8, 9), (5, 8, 9)),  # gradient broadcast along leading dims
+    "scalar_grad_bcast": ((), (5, 33), (33,)),  # 0-d gradient in a strided walk: its unit-stride, read-once path
     "empty": ((0, 5), (0, 5), (0, 5)),  # nothing to do: success, no launch
 }
 
@@ -136,6 +137,16 @@ def test_nan_and_inf_propagate_as_the_formula_says(backend: str, device: str, dt
     for log in (False, True):
         out = kernels.kl_div_backward(g, x, t, "sum", log, backend=backend)
         assert_within(out, kl_div.reference(g, x, t, "sum", log), ulps_for(dtype))
+
+
+def test_kl_log_target_exp_holds_over_the_whole_float32_range(backend: str, device: str) -> None:
+    """exp(target) from underflow to overflow, subnormal results and the edges included: the kernels
+    compute exp themselves (Cody-Waite and a polynomial, not libm), so all of its range is checked."""
+    edges = [-math.inf, math.inf, math.nan, -0.0, 0.0, 88.72283, 88.72284, -87.33654, -103.97208, -104.0, 200.0]
+    t = torch.cat([torch.linspace(-110.0, 95.0, 200_001, dtype=torch.float64), torch.tensor(edges)]).float()
+    g = torch.full_like(t, -1.0)  # out = exp(t) * 1: the exp alone is measured
+    out = kernels.kl_div_backward(g.to(device), t.to(device), t.to(device), "sum", True, backend=backend)
+    assert_within(out, kl_div.reference(g, t, t, "sum", True), ulps_for(torch.float32))
 
 
 def test_l1_sign_of_nan_is_zero(backend: str, device: str) -> None:

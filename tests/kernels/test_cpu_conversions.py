@@ -1,7 +1,15 @@
 """The CPU backend's 16-bit conversions against torch's, bit for bit: every float16 and bfloat16
-bit pattern widened, and float32 values narrowed (random bits, ties, subnormal and overflow edges)."""
+bit pattern widened, and float32 values narrowed (random bits, ties, subnormal and overflow edges).
+
+float16 has two implementations: the branch-free software one (hosts without F16C) and LLVM's
+half conversions, which become vcvtph2ps/vcvtps2ph with F16C; both are held to the same bar."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,11 +18,19 @@ from numba import njit
 
 from kernels.backends import cpu_loops
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 @njit
 def _widen_f16(bits, out):
     for i in range(bits.size):
         out[i] = cpu_loops._f16_to_f32(bits[i])
+
+
+@njit
+def _widen_f16_hw(bits, out):
+    for i in range(bits.size):
+        out[i] = cpu_loops._f16_to_f32_hw(bits[i])
 
 
 @njit
@@ -30,6 +46,20 @@ def _narrow_f16(x, out):
 
 
 @njit
+def _narrow_f16_hw(x, out):
+    for i in range(x.size):
+        out[i] = cpu_loops._f32_to_f16_hw(x[i])
+
+
+F16C = pytest.mark.skipif(not cpu_loops.HAS_F16C, reason="host has no F16C (or LOSSTUNE_CPU_F16C=0)")
+IMPLS = [
+    pytest.param(torch.float16, "software", id="float16-software"),
+    pytest.param(torch.float16, "f16c", id="float16-f16c", marks=F16C),
+    pytest.param(torch.bfloat16, "software", id="bfloat16-software"),
+]
+
+
+@njit
 def _narrow_bf16(x, out):
     for i in range(x.size):
         out[i] = cpu_loops._f32_to_bf16(x[i])
@@ -40,12 +70,12 @@ def _same_bits(got: np.ndarray, want: np.ndarray, src: np.ndarray) -> None:
     assert bad.size == 0, f"{bad.size} differ, e.g. {src[bad[:3]]!r}: got {got[bad[:3]]!r} want {want[bad[:3]]!r}"
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_every_16_bit_pattern_widens_like_torch(dtype: torch.dtype) -> None:
+@pytest.mark.parametrize(("dtype", "impl"), IMPLS)
+def test_every_16_bit_pattern_widens_like_torch(dtype: torch.dtype, impl: str) -> None:
     bits = np.arange(1 << 16, dtype=np.uint16)
     out = np.empty(bits.size, np.float32)
     if dtype is torch.float16:
-        _widen_f16(bits.view(np.int16), out)
+        (_widen_f16_hw if impl == "f16c" else _widen_f16)(bits.view(np.int16), out)
     else:
         _widen_bf16(bits, out)
     want = torch.from_numpy(bits.view(np.int16)).view(dtype).float().numpy()
@@ -66,12 +96,12 @@ def _hard_floats() -> np.ndarray:
     return np.concatenate([random_bits, ties.astype(np.float32), edges, -edges])
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_float32_narrows_like_torch_round_to_nearest_even(dtype: torch.dtype) -> None:
+@pytest.mark.parametrize(("dtype", "impl"), IMPLS)
+def test_float32_narrows_like_torch_round_to_nearest_even(dtype: torch.dtype, impl: str) -> None:
     x = _hard_floats()
     if dtype is torch.float16:
         out = np.empty(x.size, np.int16)
-        _narrow_f16(x, out)
+        (_narrow_f16_hw if impl == "f16c" else _narrow_f16)(x, out)
     else:
         out = np.empty(x.size, np.uint16)
         _narrow_bf16(x, out)
@@ -80,3 +110,23 @@ def test_float32_narrows_like_torch_round_to_nearest_even(dtype: torch.dtype) ->
     widened = torch.from_numpy(out.view(np.int16)).view(dtype).float().numpy()
     assert np.isnan(widened[nan]).all(), "NaN must stay NaN"
     _same_bits(out[~nan], want[~nan], x[~nan])
+
+
+def test_float16_ops_take_the_software_path_when_f16c_is_off() -> None:
+    """LOSSTUNE_CPU_F16C=0 (or a host without F16C) compiles the software conversions into the
+    loops; the ops must meet the same bar through them, end to end, in a fresh process."""
+    code = (
+        "import torch, kernels\n"
+        "from kernels.backends import cpu_loops\n"
+        "from kernels.accuracy import mismatch\n"
+        "from kernels.ops import kl_div, mse\n"
+        "assert not cpu_loops.HAS_F16C\n"
+        "g, x, t = (torch.randn(4099, generator=torch.Generator().manual_seed(i)).half() for i in range(3))\n"
+        "problems = [mismatch(kernels.mse_loss_backward(g, x, t, 'none'), mse.reference(g, x, t, 'none')),\n"
+        "            mismatch(kernels.kl_div_backward(g, x, t, 'sum', True), kl_div.reference(g, x, t, 'sum', True))]\n"
+        "print(problems)\n"
+    )
+    env = {**os.environ, "LOSSTUNE_CPU_F16C": "0"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[None, None]"

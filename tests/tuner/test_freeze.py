@@ -74,6 +74,19 @@ def test_nearest_bucket_tuned_on_another_space_is_used_when_legal(tmp_path: Path
     assert frozen.lookup("cpu", "dev", key, space, tmp_path) is None  # not a point of this space
 
 
+def test_a_config_carried_to_a_smaller_problem_keeps_its_default_core_count(tmp_path: Path) -> None:
+    space, key = _space_and_key(10)  # 1024 elements: the CPU default runs one thread
+    assert space.default.cores == 1
+    tuned_big = Tiling(tile=16384, cores=2, variant=Variant.FLAT)
+    _write(tmp_path, [_entry(key, space, 16, tuned_big)], {"mse": _entry(key, space, 20, tuned_big)})
+    config, source = frozen.lookup("cpu", "dev", key, space, tmp_path)
+    assert config == Tiling(tile=16384, cores=1, variant=Variant.FLAT)
+    assert source == "frozen dev.json [nearest 2^16, cores capped at 1]"
+    big_space, big_key = _space_and_key(20)
+    key_22 = ProblemKey(big_key.op, big_key.dtype, 22, big_key.grad_kind, big_key.layout, big_key.reduction_kind)
+    assert frozen.lookup("cpu", "dev", key_22, big_space, tmp_path) == (tuned_big, "frozen dev.json [nearest 2^16]")
+
+
 def test_corrupt_file_is_reported_and_skipped(tmp_path: Path) -> None:
     space, key = _space_and_key()
     path = frozen.config_path("cpu", "dev", tmp_path)

@@ -1,0 +1,108 @@
+"""The plan cache of phase one (kernels/dispatch.py): a replayed call plans exactly what the full
+path plans, every error is still raised, nothing a call holds is kept alive, and writing a frozen
+table drops the plans made from the old one."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+import torch
+
+import kernels
+from kernels import dispatch, frozen
+from kernels.errors import AclnnError
+from kernels.executor import Executor
+from kernels.ops import kl_div, mse
+from tests.helpers import assert_within, ulps_for
+
+
+@pytest.fixture(autouse=True)
+def _fresh_plans() -> None:
+    dispatch.clear_plans()
+
+
+def _plan(ex: Executor) -> tuple[object, ...]:
+    return (ex.op, ex.formula.name, ex.backend, ex.config, ex.config_source, ex.key, ex.geometry, ex.cof, ex.space)
+
+
+def test_replay_plans_what_the_full_path_plans_on_new_tensors() -> None:
+    g, x, t = torch.randn(()), torch.randn(64, 33), torch.randn(33)
+    _, first = mse.get_workspace_size(g, x, t, "mean", None, allocate=True)
+    g2, x2, t2 = torch.randn(()), torch.randn(64, 33), torch.randn(33)
+    _, again = mse.get_workspace_size(g2, x2, t2, "mean", None, allocate=True)
+    assert len(dispatch._plans) == 1  # the second call was a replay
+    dispatch.clear_plans()
+    _, full = mse.get_workspace_size(g2, x2, t2, "mean", None, allocate=True)
+    assert _plan(again) == _plan(full) == _plan(first)
+    assert again.grad is g2 and again.inp is x2 and again.target is t2
+    assert again.out is not first.out and again.out.shape == (64, 33)
+    dispatch.run(again)
+    assert_within(again.out, mse.reference(g2, x2, t2, "mean"), ulps_for(torch.float32))
+
+
+def test_other_strides_get_their_own_plan_and_right_values() -> None:
+    t = torch.randn(40, 30)
+    contiguous = torch.randn(40, 30)
+    transposed = torch.randn(30, 40).t()
+    g = torch.randn(40, 30)
+    a = kernels.mse_loss_backward(g, contiguous, t, "none")
+    b = kernels.mse_loss_backward(g, transposed, t, "none")
+    assert len(dispatch._plans) == 2
+    assert_within(a, mse.reference(g, contiguous, t, "none"), 4.0)
+    assert_within(b, mse.reference(g, transposed, t, "none"), 4.0)
+
+
+@pytest.mark.parametrize(
+    ("good", "bad"),
+    [
+        ({"reduction": 1}, {"reduction": True}),  # True == 1 and hashes alike: the key holds the type
+        ({"log_target": True}, {"log_target": 1}),
+        ({"out": None}, {"out": torch.empty(7, dtype=torch.float16)}),
+    ],
+    ids=["reduction-bool", "log_target-int", "out-dtype"],
+)
+def test_an_error_is_raised_after_a_similar_call_succeeded(good: dict[str, object], bad: dict[str, object]) -> None:
+    g, x, t = torch.randn(7), torch.randn(7), torch.randn(7)
+    args = {"reduction": "sum", "log_target": False, "out": None}
+    kernels.kl_div_backward(g, x, t, **(args | good))
+    with pytest.raises(AclnnError) as err:
+        kernels.kl_div_backward(g, x, t, **(args | bad))
+    assert err.value.code == 161002
+
+
+def test_phase_one_without_out_still_raises_161001_after_an_allocating_call() -> None:
+    g, x, t = torch.randn(5), torch.randn(5), torch.randn(5)
+    kernels.mse_loss_backward(g, x, t, "sum")  # allocates out: cached with allocate=True
+    with pytest.raises(AclnnError) as err:
+        mse.get_workspace_size(g, x, t, "sum", None)
+    assert err.value.code == 161001 and "out" in str(err.value)
+
+
+def test_explicit_configs_are_never_cached() -> None:
+    g, x, t = torch.randn(9), torch.randn(9), torch.randn(9)
+    _, ex = mse.get_workspace_size(g, x, t, "none", torch.empty(9))
+    mse.get_workspace_size(g, x, t, "none", torch.empty(9), config=ex.space.default)
+    assert len(dispatch._plans) == 1
+
+
+def test_the_cache_holds_no_tensor_alive() -> None:
+    g, x, t = torch.randn(1000), torch.randn(1000), torch.randn(1000)
+    out = kernels.kl_div_backward(g, x, t, "mean", True)
+    refs = [weakref.ref(v) for v in (g, x, t, out)]
+    del g, x, t, out
+    gc.collect()
+    assert all(r() is None for r in refs)
+    assert len(dispatch._plans) == 1
+
+
+def test_writing_a_frozen_table_drops_older_plans() -> None:
+    g, x, t = torch.randn(11), torch.randn(11), torch.randn(11)
+    key = dispatch.plan_key((kernels.Op.MSE, str, "sum"), (g, x, t, None), None, None, True)
+    kernels.mse_loss_backward(g, x, t, "sum")
+    assert dispatch.replay(key, g, x, t, None) is not None
+    frozen.reset()  # what tuner.freeze does after writing a table
+    assert dispatch.replay(key, g, x, t, None) is None
+    _, ex = kl_div.get_workspace_size(g, x, t, "sum", False, None, allocate=True)
+    assert ex.config_source  # the full path ran again and planned

@@ -40,7 +40,8 @@ def _walk_arrays(geo: Geometry, x_axis: int) -> tuple[np.ndarray, ...]:
     rstrides[1] = rstrides[x_axis]
     # A reduced operand's span also covers the summed dims.
     spans = [
-        span(geo.shape, k) + span(geo.rshape, r) - 1 for k, r in zip(strides.tolist(), rstrides.tolist(), strict=False)
+        span(geo.shape, k) + span(geo.rshape, r) - 1
+        for k, r in zip(strides.tolist()[:3], rstrides.tolist(), strict=True)
     ]
     spans.append(span(geo.shape, strides.tolist()[3]))
     return np.array(spans, np.int64), np.array(geo.shape, np.int64), strides, np.array(geo.rshape, np.int64), rstrides

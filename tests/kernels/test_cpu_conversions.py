@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,34 +22,23 @@ from kernels.backends import cpu_loops
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@njit
-def _widen_f16(bits, out):
-    for i in range(bits.size):
-        out[i] = cpu_loops._f16_to_f32(bits[i])
+def _elementwise(convert: Callable[..., object]) -> Callable[..., None]:
+    """A compiled loop applying one of cpu_loops' conversions to every element, as the kernels do."""
+
+    @njit
+    def loop(src, out):
+        for i in range(src.size):
+            out[i] = convert(src[i])
+
+    return loop
 
 
-@njit
-def _widen_f16_hw(bits, out):
-    for i in range(bits.size):
-        out[i] = cpu_loops._f16_to_f32_hw(bits[i])
-
-
-@njit
-def _widen_bf16(bits, out):
-    for i in range(bits.size):
-        out[i] = cpu_loops._bf16_to_f32(bits[i])
-
-
-@njit
-def _narrow_f16(x, out):
-    for i in range(x.size):
-        out[i] = cpu_loops._f32_to_f16(x[i])
-
-
-@njit
-def _narrow_f16_hw(x, out):
-    for i in range(x.size):
-        out[i] = cpu_loops._f32_to_f16_hw(x[i])
+_widen_f16 = _elementwise(cpu_loops._f16_to_f32)
+_widen_f16_hw = _elementwise(cpu_loops._f16_to_f32_hw)
+_widen_bf16 = _elementwise(cpu_loops._bf16_to_f32)
+_narrow_f16 = _elementwise(cpu_loops._f32_to_f16)
+_narrow_f16_hw = _elementwise(cpu_loops._f32_to_f16_hw)
+_narrow_bf16 = _elementwise(cpu_loops._f32_to_bf16)
 
 
 F16C = pytest.mark.skipif(not cpu_loops.HAS_F16C, reason="host has no F16C (or LOSSTUNE_CPU_F16C=0)")
@@ -57,12 +47,6 @@ IMPLS = [
     pytest.param(torch.float16, "f16c", id="float16-f16c", marks=F16C),
     pytest.param(torch.bfloat16, "software", id="bfloat16-software"),
 ]
-
-
-@njit
-def _narrow_bf16(x, out):
-    for i in range(x.size):
-        out[i] = cpu_loops._f32_to_bf16(x[i])
 
 
 def _same_bits(got: np.ndarray, want: np.ndarray, src: np.ndarray) -> None:

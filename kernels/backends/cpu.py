@@ -99,7 +99,7 @@ class CpuBackend:
             return
         if variant is Variant.STRIDED:
             # 2-d with the output unit-strided on the outer dim (the inputs own the inner one):
-            # the banded walk, which stores whole output lines (cpu_loops.transposed).
+            # the tiled walk, which transposes through an L1 buffer (cpu_loops.transposed).
             out_strides = geo.strides[3]
             walk = (
                 kernels.transposed

@@ -31,8 +31,10 @@ from llvmlite import ir
 from numba import carray, njit, prange, types
 from numba.extending import intrinsic, overload
 
+from kernels import scalar
+
 _I32 = ir.IntType(32)
-_BAND_BYTES = 256  # output bytes per band row of the transposed walk: 4 lines (measured best of 1, 2, 4, 8)
+_TILE_ROWS = _TILE_COLS = 64  # the transposed walk's tile, 16 KiB of float32: best of 16..256 (performance.md)
 _F16_MAGIC = np.float32(2.0**112)  # rebias a float16 exponent (15) to float32's (127)
 
 
@@ -162,6 +164,85 @@ _f16_widen = _f16_to_f32_hw if HAS_F16C else _f16_to_f32
 _f16_narrow = _f32_to_f16_hw if HAS_F16C else _f32_to_f16
 
 
+def _has_scalef() -> bool:
+    """AVX-512F's vscalefps, LLVM's lowering of a vector ``ldexp``; LOSSTUNE_CPU_SCALEF=0 turns it off."""
+    if os.environ.get("LOSSTUNE_CPU_SCALEF", "1") == "0":
+        return False
+    return bool(llvm.get_host_cpu_features().get("avx512f", False))
+
+
+HAS_SCALEF = _has_scalef()
+
+
+@intrinsic
+def _fmuladd(typingctx, a, b, c):
+    """LLVM's ``fmuladd``: one vfmadd where the host has FMA, else a multiply and an add (never the
+    libm ``fmaf`` call that ``llvm.fma`` becomes without FMA, which keeps a loop scalar)."""
+    if not (a == b == c == types.float32):
+        return None
+
+    def codegen(context, builder, signature, args):
+        f32 = ir.FloatType()
+        fn = builder.module.declare_intrinsic("llvm.fmuladd", [f32], ir.FunctionType(f32, [f32] * 3))
+        return builder.call(fn, args)
+
+    return types.float32(types.float32, types.float32, types.float32), codegen
+
+
+def _make_ldexp(scalef: bool) -> Callable[..., float]:
+    """x * 2^k for float32 x and an integer k (taken as int32), rounded once.
+
+    ``scalef``: LLVM's ``ldexp``, one vscalefps per vector with AVX-512F, subnormal results exact;
+    without AVX-512F that intrinsic is a libm call per element (the loop stays scalar, 12x slower),
+    so the other build multiplies by 2^k made from exponent bits in two halves, each a normal power
+    of two for k in [-252, 254] (a subnormal result may then be rounded twice: 1 subnormal ulp).
+    """
+
+    @intrinsic
+    def ldexp(typingctx, x, k):
+        if x != types.float32 or not isinstance(k, types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            value, exp = args
+            # numba widens int32 arithmetic to 64 bits; LLVM folds this truncation back into it.
+            if k.bitwidth > 32:
+                exp = builder.trunc(exp, _I32)
+            elif k.bitwidth < 32:
+                exp = (builder.sext if k.signed else builder.zext)(exp, _I32)
+            if scalef:
+                fn = builder.module.declare_intrinsic("llvm.ldexp", [f32, _I32], ir.FunctionType(f32, [f32, _I32]))
+                return builder.call(fn, [value, exp])
+            h1 = builder.ashr(exp, ir.Constant(_I32, 1))
+            h2 = builder.sub(exp, h1)
+
+            def power(h: ir.Value) -> ir.Value:
+                biased = builder.add(h, ir.Constant(_I32, 127))
+                return builder.bitcast(builder.shl(biased, ir.Constant(_I32, 23)), f32)
+
+            return builder.fmul(builder.fmul(value, power(h1)), power(h2))
+
+        return types.float32(types.float32, k), codegen
+
+    return ldexp
+
+
+_ldexp_scalef = _make_ldexp(scalef=True)
+_ldexp_halves = _make_ldexp(scalef=False)
+_ldexp = _ldexp_scalef if HAS_SCALEF else _ldexp_halves
+
+
+@overload(scalar.fma)
+def _fma_impl(a, b, c):
+    return lambda a, b, c: _fmuladd(a, b, c)
+
+
+@overload(scalar.ldexp)
+def _ldexp_impl(x, k):
+    return lambda x, k: _ldexp(x, k)
+
+
 @intrinsic
 def _pointer(typingctx, address, tag):
     """``address`` (an int from ``Tensor.data_ptr()``) as a pointer to ``tag``'s element type."""
@@ -178,6 +259,68 @@ def _pointer(typingctx, address, tag):
 def _view(address, n, tag):
     """A 1-D array over ``n`` elements at ``address``; the tensor that owns them outlives the call."""
     return carray(_pointer(address, tag), n)
+
+
+# An 8x8 transpose in three rounds of two-source shuffles (the unpack sequence): interleave single
+# elements, then pairs, then quads. Round r pairs vector i with vector i + step inside each group
+# of 2 * step and writes the low then the high interleave, so column j is in slot j after round
+# three. LLVM lowers each shuffle to one instruction (punpck* on 16-bit lanes, vpermt2ps or
+# vunpck* on 32-bit ones).
+_ROUNDS = (
+    (1, (0, 8, 1, 9, 2, 10, 3, 11), (4, 12, 5, 13, 6, 14, 7, 15)),
+    (2, (0, 1, 8, 9, 2, 3, 10, 11), (4, 5, 12, 13, 6, 7, 14, 15)),
+    (4, (0, 1, 2, 3, 8, 9, 10, 11), (4, 5, 6, 7, 12, 13, 14, 15)),
+)
+
+
+def _transpose_lanes(builder: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """Eight 8-lane vectors (rows) -> their eight columns."""
+
+    def mask(lanes: tuple[int, ...]) -> ir.Constant:
+        return ir.Constant(ir.VectorType(_I32, 8), list(lanes))
+
+    vecs = rows
+    for step, lo, hi in _ROUNDS:
+        out = list(vecs)
+        for group in range(0, 8, 2 * step):
+            for i in range(group, group + step):
+                first = group + 2 * (i - group)
+                out[first] = builder.shuffle_vector(vecs[i], vecs[i + step], mask(lo))
+                out[first + 1] = builder.shuffle_vector(vecs[i], vecs[i + step], mask(hi))
+        vecs = out
+    return vecs
+
+
+@intrinsic
+def _transpose8(typingctx, src, s0, ss, dst, d0, ds):
+    """dst[d0 + j * ds + i] = src[s0 + i * ss + j] for i, j < 8: one 8x8 block through registers,
+    eight vector loads, 24 shuffles, eight vector stores, where element-wise it is 64 scalar loads
+    and stores. src and dst hold the same element type, moved as raw bits."""
+    if not (isinstance(src, types.Array) and isinstance(dst, types.Array) and src.dtype == dst.dtype):
+        return None
+
+    def codegen(context, builder, signature, args):
+        width = context.get_abi_sizeof(context.get_value_type(src.dtype))
+        lane = ir.IntType(8 * width)
+        vec = ir.VectorType(lane, 8)
+        src_data = context.make_array(src)(context, builder, args[0]).data
+        dst_data = context.make_array(dst)(context, builder, args[3]).data
+
+        def at(data: ir.Value, offset: ir.Value) -> ir.Value:
+            """A pointer to the 8 lanes from element ``offset`` of ``data``."""
+            element = builder.gep(builder.bitcast(data, lane.as_pointer()), [offset])
+            return builder.bitcast(element, vec.as_pointer())
+
+        def index(base: ir.Value, stride: ir.Value, k: int) -> ir.Value:
+            return builder.add(base, builder.mul(stride, ir.Constant(stride.type, k)))
+
+        s0_, ss_, d0_, ds_ = args[1], args[2], args[4], args[5]
+        rows = [builder.load(at(src_data, index(s0_, ss_, i)), align=width) for i in range(8)]
+        for j, column in enumerate(_transpose_lanes(builder, rows)):
+            builder.store(column, at(dst_data, index(d0_, ds_, j)), align=width)
+        return context.get_dummy_value()
+
+    return types.none(src, s0, ss, dst, d0, ds), codegen
 
 
 def _load(a, i):  # pragma: no cover - replaced by the overload below inside numba
@@ -333,42 +476,70 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
     def transposed(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks):
         # The strided walk of a 2-d problem whose operands disagree on the unit-stride dim: the
         # inputs step through dim 1 at stride 1, the output through dim 0 (a transposed input and a
-        # contiguous out). Walking dim 1 innermost scatters the stores at a power-of-two stride,
-        # and every line of that column maps to the same L1 and L2 set (4.8x the contiguous time,
-        # results/performance.md). Here a band of dim-0 indices (4 output lines) is done column by column with
-        # dim 0 innermost: each store run fills whole output lines, and the inputs' band (ROWS rows
-        # of dim 1) stays in L1 while its columns are consumed. Bands go round-robin to the blocks.
+        # contiguous out). Either order makes one side stride through memory at a power of two,
+        # where every line of a column maps to the same cache set, and the strided side's loads or
+        # stores stay scalar. So the problem goes in 64 x 64 tiles through an L1 buffer of out's
+        # element type: pass (a) runs the formula along dim 1, the inputs' order, vectorised like
+        # flat; pass (b) moves the buffer into out along dim 0, 8 x 8 blocks at a time through
+        # registers (_transpose8), whole output lines per store run. Each block owns a contiguous
+        # range of tiles, column strip by column strip, so its stores advance along each output
+        # line run in order (round-robin tiles measured 1.3x slower; results/performance.md).
         g, x, t = _view(pg, spans[0], tg), _view(px, spans[1], tx), _view(pt, spans[2], tt)
         o = _view(po, spans[3], to)
         cof = np.float32(cof64)
-        rows, cols = shape[0], shape[1]
-        band_rows = _BAND_BYTES // o.itemsize
-        nbands = (rows + band_rows - 1) // band_rows
+        rows, cols = np.uint64(shape[0]), np.uint64(shape[1])
+        tr, tc = np.uint64(_TILE_ROWS), np.uint64(_TILE_COLS)
+        one = np.uint64(1)
+        row_tiles, col_tiles = (rows + tr - one) // tr, (cols + tc - one) // tc
         # Unsigned offsets, as in flat (strides here are never negative).
-        sg0, sx0, st0, so0 = (
-            np.uint64(strides[0, 0]),
-            np.uint64(strides[1, 0]),
-            np.uint64(strides[2, 0]),
-            np.uint64(strides[3, 0]),
-        )
-        sg1, sx1, st1, so1 = (
-            np.uint64(strides[0, 1]),
-            np.uint64(strides[1, 1]),
-            np.uint64(strides[2, 1]),
-            np.uint64(strides[3, 1]),
-        )
+        so1 = np.uint64(strides[3, 1])  # out steps through dim 0 at stride 1 (the launch checks)
+        sg0, sx0, st0 = np.uint64(strides[0, 0]), np.uint64(strides[1, 0]), np.uint64(strides[2, 0])
+        sg1, sx1, st1 = np.uint64(strides[0, 1]), np.uint64(strides[1, 1]), np.uint64(strides[2, 1])
+        unit = sx1 == 1 and st1 == 1
         for b in prange(nblocks):
-            for band in range(b, nbands, nblocks):
-                r0 = np.uint64(band * band_rows)
-                r1 = np.uint64(min(rows, band * band_rows + band_rows))
-                for c in range(np.uint64(cols)):
-                    bg, bx, bt, bo = c * sg1, c * sx1, c * st1, c * so1
-                    for r in range(r0, r1):
-                        _store(
-                            o,
-                            bo + r * so0,
-                            value(_load(g, bg + r * sg0), _load(x, bx + r * sx0), _load(t, bt + r * st0), cof),
-                        )
+            buf = np.empty(_TILE_ROWS * _TILE_COLS, to.dtype)
+            ntiles = row_tiles * col_tiles
+            share = (ntiles + np.uint64(nblocks) - one) // np.uint64(nblocks)
+            for tile_no in range(np.uint64(b) * share, min(ntiles, (np.uint64(b) + one) * share)):
+                # Index math stays in uint64 throughout: numba types int64 (op) uint64 as float64.
+                r0, c0 = (np.uint64(tile_no) % row_tiles) * tr, (np.uint64(tile_no) // row_tiles) * tc
+                nr, nc = min(rows - r0, tr), min(cols - c0, tc)
+                # (a): the formula into the buffer, rows nc apart. Where the tile's input rows
+                # follow one another in memory (inputs at most 64 wide) it is one flat loop over
+                # the whole tile; otherwise one loop per row, 64 elements each.
+                ug, ux, ut = r0 * sg0 + c0 * sg1, r0 * sx0 + c0 * sx1, r0 * st0 + c0 * st1
+                dense = unit and sx0 == nc and st0 == nc
+                if dense and sg0 == 0 and sg1 == 0:
+                    g0 = _load(g, ug)
+                    for i in range(nr * nc):
+                        _store(buf, i, value(g0, _load(x, ux + i), _load(t, ut + i), cof))
+                elif dense and sg0 == nc and sg1 == 1:
+                    for i in range(nr * nc):
+                        _store(buf, i, value(_load(g, ug + i), _load(x, ux + i), _load(t, ut + i), cof))
+                else:
+                    for r in range(nr):
+                        rg, rx, rt, rb = ug + r * sg0, ux + r * sx0, ut + r * st0, r * nc
+                        # Unit-stride loops of their own, as in strided (a stride-0 gradient
+                        # would keep LLVM from vectorising a runtime-stride loop).
+                        if unit and sg1 == 0:
+                            g0 = _load(g, rg)
+                            for c in range(nc):
+                                _store(buf, rb + c, value(g0, _load(x, rx + c), _load(t, rt + c), cof))
+                        elif unit and sg1 == 1:
+                            for c in range(nc):
+                                _store(buf, rb + c, value(_load(g, rg + c), _load(x, rx + c), _load(t, rt + c), cof))
+                        else:
+                            for c in range(nc):
+                                gi, xi, ti = _load(g, rg + c * sg1), _load(x, rx + c * sx1), _load(t, rt + c * st1)
+                                _store(buf, rb + c, value(gi, xi, ti, cof))
+                eight = np.uint64(8)
+                nr8, nc8 = nr // eight * eight, nc // eight * eight
+                for c in range(np.uint64(0), nc8, eight):  # (b): the buffer into out
+                    for r in range(np.uint64(0), nr8, eight):
+                        _transpose8(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
+                for c in range(nc):  # (b) at the ragged edges, element by element
+                    for r in range(nr8 if c < nc8 else np.uint64(0), nr):
+                        o[(c0 + c) * so1 + r0 + r] = buf[r * nc + c]
 
     def reduce(pg, px, pt, po, tg, tx, tt, to, spans, kshape, kstrides, rshape, rstrides, n_out, cof64, tile, nblocks):
         # Each output element sums its broadcast dims in ascending linear order, whatever the

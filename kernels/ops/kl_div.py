@@ -32,6 +32,7 @@ from kernels.plan import (
     elementwise_geometry,
     reduce_geometry,
 )
+from kernels.scalar import fma, ldexp
 from kernels.tiling import Tiling
 
 
@@ -43,27 +44,27 @@ _LOG2E = np.float32(1.4426950408889634)
 _LN2_HI = np.float32(0.693145751953125)  # ln2's high part: few enough bits that k * it is exact
 _LN2_LO = np.float32(1.428606765330187e-06)
 _ROUND = np.float32(12582912.0)  # 1.5 * 2^23: adding and subtracting it rounds to an integer
+_ROUND_BITS = np.float32(12582912.0).view(np.int32)
 _LO, _HI = np.float32(-110.0), np.float32(90.0)  # exp(-110) is 0 and exp(90) inf in float32
 _C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7 = (np.float32(1.0 / math.factorial(i)) for i in range(8))
 
 
 def _value_log(g: float, x: float, t: float, cof: float) -> float:
-    # exp(t) in float32 arithmetic, within ~1.5 ulp, branch-free: the Triton source's algorithm.
-    # A libm expf call per element kept the CPU loop scalar (37% of the roofline in float32); this
-    # straight-line form lets LLVM vectorise it. Written inline because numba compiles this
-    # function as it stands (a helper would have to be a numba function, and ops import no numba).
-    # Cody-Waite reduction t = k ln2 + r, |r| <= ln2/2; degree-7 Taylor; 2^k from exponent bits in
-    # two halves so neither overflows; NaN stays NaN.
+    # exp(t) in float32 arithmetic, branch-free, the Triton source's algorithm: Cody-Waite reduction
+    # t = k ln2 + r (|r| <= ln2/2), a degree-7 Taylor polynomial in r, then the scale by 2^k. A libm
+    # expf call per element kept the CPU loop scalar; straight-line code vectorises. fma and ldexp
+    # are one instruction each where the host has them (kernels/scalar.py): the exp's operation
+    # count is what bounds this formula on the CPU, not memory (results/performance.md, section 12).
+    # Written inline because numba compiles this function as it stands (ops import no numba).
+    # NaN: max and min keep their first operand when the comparison fails (Python's rule, which
+    # numba compiles as a select), so a NaN t reaches every step and the product stays NaN; k's
+    # integer is read from j's bits, never converted (a float -> int conversion of NaN is undefined).
     tc = min(max(t, _LO), _HI)
-    k = (tc * _LOG2E + _ROUND) - _ROUND
-    r = (tc - k * _LN2_HI) - k * _LN2_LO
-    p = _C0 + r * (_C1 + r * (_C2 + r * (_C3 + r * (_C4 + r * (_C5 + r * (_C6 + r * _C7))))))
-    ki = np.int32(k)
-    h1 = ki >> np.int32(1)
-    h2 = ki - h1
-    s1 = np.int32((h1 + np.int32(127)) << np.int32(23)).view(np.float32)
-    s2 = np.int32((h2 + np.int32(127)) << np.int32(23)).view(np.float32)
-    e = t if t != t else (p * s1) * s2
+    j = fma(tc, _LOG2E, _ROUND)  # round(tc / ln2) + 1.5 * 2^23: the integer sits in j's low bits
+    k = j - _ROUND
+    r = fma(-k, _LN2_LO, fma(-k, _LN2_HI, tc))
+    p = fma(fma(fma(fma(fma(fma(fma(_C7, r, _C6), r, _C5), r, _C4), r, _C3), r, _C2), r, _C1), r, _C0)
+    e = ldexp(p, np.float32(j).view(np.int32) - _ROUND_BITS)
     return (-e * g) * cof
 
 

@@ -1,0 +1,130 @@
+"""kernels/scalar.py's helpers as the CPU backend compiles them, against their Python meaning.
+
+ldexp has two builds (vscalefps with AVX-512F, exponent bits in two halves without it); both are
+checked here in one process, and the ops through the halves build in a fresh one.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba import njit
+
+from kernels import scalar
+from kernels.backends import cpu_loops
+
+ROOT = Path(__file__).resolve().parents[2]
+SCALEF = pytest.mark.skipif(not cpu_loops.HAS_SCALEF, reason="host has no AVX-512F (or LOSSTUNE_CPU_SCALEF=0)")
+
+
+def _ldexp_loop(ldexp: Callable[..., float]) -> Callable[..., None]:
+    @njit
+    def loop(x, k, out):
+        for i in range(x.size):
+            out[i] = ldexp(x[i], k[i])
+
+    return loop
+
+
+_scalef = _ldexp_loop(cpu_loops._ldexp_scalef)
+_halves = _ldexp_loop(cpu_loops._ldexp_halves)
+
+
+@njit
+def _fma_loop(a, b, c, out):
+    for i in range(a.size):
+        out[i] = scalar.fma(a[i], b[i], c[i])
+
+
+def _ldexp_cases() -> tuple[np.ndarray, np.ndarray]:
+    """Mantissas in [1, 2) and the range the exp uses, every k from -252 to 254 (subnormal, zero and
+    infinite results included), plus zeros, infinities and NaN."""
+    rng = np.random.default_rng(7)
+    k = np.repeat(np.arange(-252, 255, dtype=np.int32), 40)
+    x = rng.uniform(0.7, 2.0, k.size).astype(np.float32) * rng.choice(np.float32([-1, 1]), k.size)
+    special = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 1.0])
+    return np.concatenate([x, special]), np.concatenate([k, np.int32([5, 5, -3, 7, 1, -149, -150])])
+
+
+def _want(x: np.ndarray, k: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):  # the infinite results are meant
+        return np.ldexp(x, k).astype(np.float32)  # float32 ldexp: rounded once
+
+
+@SCALEF
+def test_ldexp_with_scalef_is_exact_bit_for_bit() -> None:
+    x, k = _ldexp_cases()
+    out = np.empty_like(x)
+    _scalef(x, k, out)
+    want = _want(x, k)
+    same = (out.view(np.uint32) == want.view(np.uint32)) | (np.isnan(out) & np.isnan(want))
+    assert same.all(), f"{(~same).sum()} differ, e.g. x={x[~same][:3]} k={k[~same][:3]}: {out[~same][:3]}"
+
+
+def test_ldexp_in_two_halves_is_exact_except_one_subnormal_ulp() -> None:
+    x, k = _ldexp_cases()
+    out = np.empty_like(x)
+    _halves(x, k, out)
+    want = _want(x, k)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(out), nan)
+    normal = np.abs(want[~nan]) >= np.finfo(np.float32).tiny
+    diff = np.abs(out[~nan].astype(np.float64) - want[~nan])
+    assert np.array_equal(out[~nan][normal], want[~nan][normal]), "normal results must be exact"
+    assert diff[~normal].max() <= 2.0**-149, "a subnormal result may be off by one subnormal ulp"
+
+
+def test_fma_is_one_rounding_where_the_host_has_fma() -> None:
+    rng = np.random.default_rng(11)
+    a, b, c = (rng.standard_normal(4000).astype(np.float32) for _ in range(3))
+    c[:1000] = -(a[:1000] * b[:1000])  # cancellation: a fused and an unfused result differ here
+    out = np.empty_like(a)
+    _fma_loop(a, b, c, out)
+    exact = [Fraction(float(p)) * Fraction(float(q)) + Fraction(float(r)) for p, q, r in zip(a, b, c, strict=True)]
+    err = np.array([abs(Fraction(float(o)) - e) for o, e in zip(out, exact, strict=True)], dtype=np.float64)
+    spacing = np.spacing(np.abs(out)).astype(np.float64)
+    fused = bool(cpu_loops.llvm.get_host_cpu_features().get("fma", False))
+    # Fused: the nearest float32 to the exact value. Unfused: the product's rounding adds up to
+    # half an ulp of the product on top, which cancellation makes large relative to the result.
+    if fused:
+        assert (err <= spacing / 2).all(), "fma must round once on a host with FMA"
+    else:
+        product_ulp = np.spacing(np.abs(a * b)).astype(np.float64)
+        assert (err <= spacing / 2 + product_ulp / 2).all()
+
+
+def test_python_meaning_of_the_helpers() -> None:
+    """The plain-Python bodies are the documented meaning; the compiled ones are checked against it."""
+    assert scalar.fma(2.0, 3.0, 1.0) == 7.0
+    assert scalar.ldexp(1.5, -149) == 1.5 * 2.0**-149
+    assert scalar.ldexp(1.0, 128) == 2.0**128  # float64 here; float32 kernels overflow to inf
+
+
+def test_kl_log_target_meets_the_bar_through_the_two_halves_ldexp() -> None:
+    """LOSSTUNE_CPU_SCALEF=0 (or a host without AVX-512F) builds the halves ldexp into the exp of
+    kl_div with log_target; the whole float32 range must meet the bar through it, in a fresh process."""
+    code = (
+        "import torch, kernels\n"
+        "from kernels.backends import cpu_loops\n"
+        "from kernels.accuracy import mismatch\n"
+        "from kernels.ops import kl_div\n"
+        "assert not cpu_loops.HAS_SCALEF\n"
+        "t = torch.cat([torch.linspace(-110.0, 95.0, 100_001, dtype=torch.float64),\n"
+        "               torch.tensor([float('nan'), float('inf'), -float('inf'), -103.97208, 88.72284])]).float()\n"
+        "g = torch.full_like(t, -1.0)\n"
+        "cases = [(g.to(d), t.to(d)) for d in (torch.float32, torch.float16, torch.bfloat16)]\n"
+        "problems = [mismatch(kernels.kl_div_backward(gd, td, td, 'sum', True),\n"
+        "                     kl_div.reference(gd, td, td, 'sum', True)) for gd, td in cases]\n"
+        "print(problems)\n"
+    )
+    env = {**os.environ, "LOSSTUNE_CPU_SCALEF": "0"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[None, None, None]"

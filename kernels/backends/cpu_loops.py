@@ -261,53 +261,69 @@ def _view(address, n, tag):
     return carray(_pointer(address, tag), n)
 
 
-# An 8x8 transpose in three rounds of two-source shuffles (the unpack sequence): interleave single
-# elements, then pairs, then quads. Round r pairs vector i with vector i + step inside each group
-# of 2 * step and writes the low then the high interleave, so column j is in slot j after round
-# three. LLVM lowers each shuffle to one instruction (punpck* on 16-bit lanes, vpermt2ps or
-# vunpck* on 32-bit ones).
-_ROUNDS = (
-    (1, (0, 8, 1, 9, 2, 10, 3, 11), (4, 12, 5, 13, 6, 14, 7, 15)),
-    (2, (0, 1, 8, 9, 2, 3, 10, 11), (4, 5, 12, 13, 6, 7, 14, 15)),
-    (4, (0, 1, 2, 3, 8, 9, 10, 11), (4, 5, 6, 7, 12, 13, 14, 15)),
-)
+def _unpack_rounds(n: int) -> list[tuple[int, list[int], list[int]]]:
+    """The shuffle masks of an n x n transpose in log2(n) rounds of two-source shuffles (the
+    unpack sequence): round u interleaves u-element units of two vectors, low halves then high."""
+    rounds, u = [], 1
+    while u < n:
+        units = n // u
+        lo = [m for k in range(units // 2) for m in (*range(k * u, k * u + u), *range(n + k * u, n + k * u + u))]
+        hi = [m for k in range(units // 2, units) for m in (*range(k * u, k * u + u), *range(n + k * u, n + k * u + u))]
+        rounds.append((u, lo, hi))
+        u *= 2
+    return rounds
 
 
 def _transpose_lanes(builder: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
-    """Eight 8-lane vectors (rows) -> their eight columns."""
-
-    def mask(lanes: tuple[int, ...]) -> ir.Constant:
-        return ir.Constant(ir.VectorType(_I32, 8), list(lanes))
-
+    """n n-lane vectors (rows) -> their n columns. Round u pairs vector i with vector i + u inside
+    each group of 2u and writes the low then the high interleave, so column j is in slot j after
+    the last round. LLVM lowers each shuffle to one instruction (punpck*, vpermt2*, vunpck*)."""
+    n = len(rows)
     vecs = rows
-    for step, lo, hi in _ROUNDS:
+    for step, lo, hi in _unpack_rounds(n):
         out = list(vecs)
-        for group in range(0, 8, 2 * step):
+        for group in range(0, n, 2 * step):
             for i in range(group, group + step):
                 first = group + 2 * (i - group)
-                out[first] = builder.shuffle_vector(vecs[i], vecs[i + step], mask(lo))
-                out[first + 1] = builder.shuffle_vector(vecs[i], vecs[i + step], mask(hi))
+                for slot, lanes in ((first, lo), (first + 1, hi)):
+                    mask = ir.Constant(ir.VectorType(_I32, n), lanes)
+                    out[slot] = builder.shuffle_vector(vecs[i], vecs[i + step], mask)
         vecs = out
     return vecs
 
 
+_BLOCK = 16  # the register transpose's block: 16 x 16 lanes (measured against 8 x 8: performance.md)
+_LINE = 64  # bytes per cache line: a block column is stored as whole lines where its element allows
+
+
+def _block_rows(width: int) -> int:
+    """Rows one register transpose takes: enough 16 x 16 blocks stacked that each output column
+    is one whole cache line (16 float32, 32 16-bit), so no line is stored in halves: the columns
+    of a block all map to one cache set (out's row stride is a large power of two), which cannot
+    hold them until a later block completes them."""
+    return max(_BLOCK, _LINE // width)
+
+
 @intrinsic
-def _transpose8(typingctx, src, s0, ss, dst, d0, ds):
-    """dst[d0 + j * ds + i] = src[s0 + i * ss + j] for i, j < 8: one 8x8 block through registers,
-    eight vector loads, 24 shuffles, eight vector stores, where element-wise it is 64 scalar loads
-    and stores. src and dst hold the same element type, moved as raw bits."""
+def _transpose_block(typingctx, src, s0, ss, dst, d0, ds):
+    """dst[d0 + j * ds + i] = src[s0 + i * ss + j] for j < _BLOCK, i < _block_rows: stacked 16 x 16
+    blocks through registers (16 vector loads, 64 shuffles and 16 vector stores per block, where
+    element-wise it is 256 scalar loads and stores); each column leaves as one store of whole
+    lines. src and dst hold the same element type, moved as raw bits."""
     if not (isinstance(src, types.Array) and isinstance(dst, types.Array) and src.dtype == dst.dtype):
         return None
 
     def codegen(context, builder, signature, args):
         width = context.get_abi_sizeof(context.get_value_type(src.dtype))
         lane = ir.IntType(8 * width)
-        vec = ir.VectorType(lane, 8)
+        depth = _block_rows(width) // _BLOCK
+        vec = ir.VectorType(lane, _BLOCK)
+        wide = ir.VectorType(lane, _BLOCK * depth)
         src_data = context.make_array(src)(context, builder, args[0]).data
         dst_data = context.make_array(dst)(context, builder, args[3]).data
 
         def at(data: ir.Value, offset: ir.Value) -> ir.Value:
-            """A pointer to the 8 lanes from element ``offset`` of ``data``."""
+            """A pointer to the _BLOCK lanes from element ``offset`` of ``data``."""
             element = builder.gep(builder.bitcast(data, lane.as_pointer()), [offset])
             return builder.bitcast(element, vec.as_pointer())
 
@@ -315,9 +331,21 @@ def _transpose8(typingctx, src, s0, ss, dst, d0, ds):
             return builder.add(base, builder.mul(stride, ir.Constant(stride.type, k)))
 
         s0_, ss_, d0_, ds_ = args[1], args[2], args[4], args[5]
-        rows = [builder.load(at(src_data, index(s0_, ss_, i)), align=width) for i in range(8)]
-        for j, column in enumerate(_transpose_lanes(builder, rows)):
-            builder.store(column, at(dst_data, index(d0_, ds_, j)), align=width)
+        stacks = [
+            _transpose_lanes(
+                builder,
+                [builder.load(at(src_data, index(s0_, ss_, k * _BLOCK + i)), align=width) for i in range(_BLOCK)],
+            )
+            for k in range(depth)
+        ]
+        for j in range(_BLOCK):
+            column = stacks[0][j]
+            if depth == 2:  # the two 16-lane halves of one line, concatenated
+                column = builder.shuffle_vector(
+                    stacks[0][j], stacks[1][j], ir.Constant(ir.VectorType(_I32, 2 * _BLOCK), list(range(2 * _BLOCK)))
+                )
+            dst_ptr = builder.bitcast(at(dst_data, index(d0_, ds_, j)), wide.as_pointer())
+            builder.store(column, dst_ptr, align=width)
         return context.get_dummy_value()
 
     return types.none(src, s0, ss, dst, d0, ds), codegen
@@ -480,8 +508,8 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
         # where every line of a column maps to the same cache set, and the strided side's loads or
         # stores stay scalar. So the problem goes in 64 x 64 tiles through an L1 buffer of out's
         # element type: pass (a) runs the formula along dim 1, the inputs' order, vectorised like
-        # flat; pass (b) moves the buffer into out along dim 0, 8 x 8 blocks at a time through
-        # registers (_transpose8), whole output lines per store run. Each block owns a contiguous
+        # flat; pass (b) moves the buffer into out along dim 0, 16-column blocks at a time through
+        # registers (_transpose_block), each output column run stored as whole lines. Each block owns a contiguous
         # range of tiles, column strip by column strip, so its stores advance along each output
         # line run in order (round-robin tiles measured 1.3x slower; results/performance.md).
         g, x, t = _view(pg, spans[0], tg), _view(px, spans[1], tx), _view(pt, spans[2], tt)
@@ -532,11 +560,11 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
                             for c in range(nc):
                                 gi, xi, ti = _load(g, rg + c * sg1), _load(x, rx + c * sx1), _load(t, rt + c * st1)
                                 _store(buf, rb + c, value(gi, xi, ti, cof))
-                eight = np.uint64(8)
-                nr8, nc8 = nr // eight * eight, nc // eight * eight
-                for c in range(np.uint64(0), nc8, eight):  # (b): the buffer into out
-                    for r in range(np.uint64(0), nr8, eight):
-                        _transpose8(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
+                block, depth = np.uint64(_BLOCK), np.uint64(max(_BLOCK, _LINE // o.itemsize))
+                nr8, nc8 = nr // depth * depth, nc // block * block
+                for c in range(np.uint64(0), nc8, block):  # (b): the buffer into out
+                    for r in range(np.uint64(0), nr8, depth):
+                        _transpose_block(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
                 for c in range(nc):  # (b) at the ragged edges, element by element
                     for r in range(nr8 if c < nc8 else np.uint64(0), nr):
                         o[(c0 + c) * so1 + r0 + r] = buf[r * nc + c]

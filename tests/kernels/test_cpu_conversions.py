@@ -75,8 +75,26 @@ def _hard_floats() -> np.ndarray:
     f16 = f16[np.isfinite(f16)]
     halfway = (f16[:-1].astype(np.float64) + f16[1:]) / 2  # exact ties and their neighbours
     ties = np.concatenate([halfway, np.nextafter(halfway, np.inf), np.nextafter(halfway, -np.inf)])
-    edges = np.array([65504, 65519.99, 65520, 65536, 6.1e-5, 5.96e-8, 2.98e-8, 2.9802326e-08, 1e-45, 3.4e38,
-                      np.inf, -np.inf, np.nan, -0.0, 0.0], dtype=np.float32)
+    edges = np.array(
+        [
+            65504,
+            65519.99,
+            65520,
+            65536,
+            6.1e-5,
+            5.96e-8,
+            2.98e-8,
+            2.9802326e-08,
+            1e-45,
+            3.4e38,
+            np.inf,
+            -np.inf,
+            np.nan,
+            -0.0,
+            0.0,
+        ],
+        dtype=np.float32,
+    )
     return np.concatenate([random_bits, ties.astype(np.float32), edges, -edges])
 
 

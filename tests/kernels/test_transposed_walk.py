@@ -66,16 +66,19 @@ def test_transposed_inputs_give_the_contiguous_bits(
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint16], ids=str)
-def test_register_transpose_moves_one_8x8_block(dtype: type) -> None:
+def test_register_transpose_moves_one_block(dtype: type) -> None:
+    """16 columns of _block_rows rows (16 float32, 32 16-bit: one cache line per column)."""
+
     @njit
     def move(src, s0, ss, dst, d0, ds):
-        cpu_loops._transpose8(src, s0, ss, dst, d0, ds)
+        cpu_loops._transpose_block(src, s0, ss, dst, d0, ds)
 
-    src = (np.arange(200) * 3 + 1).astype(dtype)
-    dst = np.zeros(300, dtype)
-    move(src, np.uint64(5), np.uint64(20), dst, np.uint64(7), np.uint64(30))
-    want = np.zeros(300, dtype)
-    for i in range(8):
-        for j in range(8):
-            want[7 + j * 30 + i] = src[5 + i * 20 + j]
+    rows, cols = cpu_loops._block_rows(np.dtype(dtype).itemsize), cpu_loops._BLOCK
+    src = (np.arange(40 * 40) * 3 + 1).astype(dtype)
+    dst = np.zeros(40 * 40, dtype)
+    move(src, np.uint64(5), np.uint64(40), dst, np.uint64(7), np.uint64(41))
+    want = np.zeros_like(dst)
+    for i in range(rows):
+        for j in range(cols):
+            want[7 + j * 41 + i] = src[5 + i * 40 + j]
     assert np.array_equal(dst, want)  # the rest of dst untouched too

@@ -312,9 +312,11 @@ def _transpose_block(typingctx, src, s0, ss, dst, d0, ds):
     lines. src and dst hold the same element type, moved as raw bits."""
     if not (isinstance(src, types.Array) and isinstance(dst, types.Array) and src.dtype == dst.dtype):
         return None
+    if src.dtype.bitwidth not in (16, 32):  # one or two 16-row stacks make a 64-byte column
+        return None
 
     def codegen(context, builder, signature, args):
-        width = context.get_abi_sizeof(context.get_value_type(src.dtype))
+        width = src.dtype.bitwidth // 8
         lane = ir.IntType(8 * width)
         depth = _block_rows(width) // _BLOCK
         vec = ir.VectorType(lane, _BLOCK)
@@ -340,7 +342,7 @@ def _transpose_block(typingctx, src, s0, ss, dst, d0, ds):
         ]
         for j in range(_BLOCK):
             column = stacks[0][j]
-            if depth == 2:  # the two 16-lane halves of one line, concatenated
+            if depth == 2:  # 16-bit: the two 16-lane halves of one line, concatenated
                 column = builder.shuffle_vector(
                     stacks[0][j], stacks[1][j], ir.Constant(ir.VectorType(_I32, 2 * _BLOCK), list(range(2 * _BLOCK)))
                 )
@@ -560,13 +562,14 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
                             for c in range(nc):
                                 gi, xi, ti = _load(g, rg + c * sg1), _load(x, rx + c * sx1), _load(t, rt + c * st1)
                                 _store(buf, rb + c, value(gi, xi, ti, cof))
-                block, depth = np.uint64(_BLOCK), np.uint64(max(_BLOCK, _LINE // o.itemsize))
-                nr8, nc8 = nr // depth * depth, nc // block * block
-                for c in range(np.uint64(0), nc8, block):  # (b): the buffer into out
-                    for r in range(np.uint64(0), nr8, depth):
+                # (b): whole blocks through registers, then the ragged edges element by element.
+                block_cols, block_rows = np.uint64(_BLOCK), np.uint64(max(_BLOCK, _LINE // o.itemsize))
+                nr_whole, nc_whole = nr // block_rows * block_rows, nc // block_cols * block_cols
+                for c in range(np.uint64(0), nc_whole, block_cols):
+                    for r in range(np.uint64(0), nr_whole, block_rows):
                         _transpose_block(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
-                for c in range(nc):  # (b) at the ragged edges, element by element
-                    for r in range(nr8 if c < nc8 else np.uint64(0), nr):
+                for c in range(nc):
+                    for r in range(nr_whole if c < nc_whole else np.uint64(0), nr):
                         o[(c0 + c) * so1 + r0 + r] = buf[r * nc + c]
 
     def reduce(pg, px, pt, po, tg, tx, tt, to, spans, kshape, kstrides, rshape, rstrides, n_out, cof64, tile, nblocks):

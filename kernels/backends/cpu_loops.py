@@ -122,14 +122,15 @@ def _f32_to_f16(f: np.float32) -> np.int16:
     return np.int16(np.uint16((o | (sign >> np.uint32(16))) & np.uint32(0xFFFF)))
 
 
-def _has_f16c() -> bool:
-    """x86 F16C (vcvtph2ps / vcvtps2ph) on the host numba compiles for; LOSSTUNE_CPU_F16C=0 turns it off."""
-    if os.environ.get("LOSSTUNE_CPU_F16C", "1") == "0":
+def _host_has(feature: str, switch: str) -> bool:
+    """Whether the host numba compiles for has an LLVM CPU ``feature``; the environment variable
+    ``switch`` set to 0 says no, so the portable build can be run and tested on any host."""
+    if os.environ.get(switch, "1") == "0":
         return False
-    return bool(llvm.get_host_cpu_features().get("f16c", False))
+    return bool(llvm.get_host_cpu_features().get(feature, False))
 
 
-HAS_F16C = _has_f16c()
+HAS_F16C = _host_has("f16c", "LOSSTUNE_CPU_F16C")  # vcvtph2ps / vcvtps2ph
 
 
 @intrinsic
@@ -164,14 +165,7 @@ _f16_widen = _f16_to_f32_hw if HAS_F16C else _f16_to_f32
 _f16_narrow = _f32_to_f16_hw if HAS_F16C else _f32_to_f16
 
 
-def _has_scalef() -> bool:
-    """AVX-512F's vscalefps, LLVM's lowering of a vector ``ldexp``; LOSSTUNE_CPU_SCALEF=0 turns it off."""
-    if os.environ.get("LOSSTUNE_CPU_SCALEF", "1") == "0":
-        return False
-    return bool(llvm.get_host_cpu_features().get("avx512f", False))
-
-
-HAS_SCALEF = _has_scalef()
+HAS_SCALEF = _host_has("avx512f", "LOSSTUNE_CPU_SCALEF")  # vscalefps: LLVM's lowering of a vector ldexp
 
 
 @intrinsic

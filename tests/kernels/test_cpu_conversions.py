@@ -6,11 +6,7 @@ half conversions, which become vcvtph2ps/vcvtps2ph with F16C; both are held to t
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +14,7 @@ import torch
 from numba import njit
 
 from kernels.backends import cpu_loops
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import run_fresh
 
 
 def _elementwise(convert: Callable[..., object]) -> Callable[..., None]:
@@ -128,7 +123,4 @@ def test_float16_ops_take_the_software_path_when_f16c_is_off() -> None:
         "            mismatch(kernels.kl_div_backward(g, x, t, 'sum', True), kl_div.reference(g, x, t, 'sum', True))]\n"
         "print(problems)\n"
     )
-    env = {**os.environ, "LOSSTUNE_CPU_F16C": "0"}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() == "[None, None]"
+    assert run_fresh(code, {"LOSSTUNE_CPU_F16C": "0"}) == "[None, None]"

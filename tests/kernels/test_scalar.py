@@ -6,12 +6,8 @@ checked here in one process, and the ops through the halves build in a fresh one
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,8 +15,8 @@ from numba import njit
 
 from kernels import scalar
 from kernels.backends import cpu_loops
+from tests.helpers import run_fresh
 
-ROOT = Path(__file__).resolve().parents[2]
 SCALEF = pytest.mark.skipif(not cpu_loops.HAS_SCALEF, reason="host has no AVX-512F (or LOSSTUNE_CPU_SCALEF=0)")
 
 
@@ -124,7 +120,4 @@ def test_kl_log_target_meets_the_bar_through_the_two_halves_ldexp() -> None:
         "                     kl_div.reference(gd, td, td, 'sum', True)) for gd, td in cases]\n"
         "print(problems)\n"
     )
-    env = {**os.environ, "LOSSTUNE_CPU_SCALEF": "0"}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() == "[None, None, None]"
+    assert run_fresh(code, {"LOSSTUNE_CPU_SCALEF": "0"}) == "[None, None, None]"

@@ -528,34 +528,30 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
                 # Index math stays in uint64 throughout: numba types int64 (op) uint64 as float64.
                 r0, c0 = (np.uint64(tile_no) % row_tiles) * tr, (np.uint64(tile_no) // row_tiles) * tc
                 nr, nc = min(rows - r0, tr), min(cols - c0, tc)
-                # (a): the formula into the buffer, rows nc apart. Where the tile's input rows
-                # follow one another in memory (inputs at most 64 wide) it is one flat loop over
-                # the whole tile; otherwise one loop per row, 64 elements each.
+                # (a): the formula into the buffer, rows nc apart, one unit-stride run per tile row.
+                # Where the tile's rows follow one another in memory for every operand (inputs at
+                # most 64 wide) the whole tile is one run of nr * nc.
                 ug, ux, ut = r0 * sg0 + c0 * sg1, r0 * sx0 + c0 * sx1, r0 * st0 + c0 * st1
-                dense = unit and sx0 == nc and st0 == nc
-                if dense and sg0 == 0 and sg1 == 0:
-                    g0 = _load(g, ug)
-                    for i in range(nr * nc):
-                        _store(buf, i, value(g0, _load(x, ux + i), _load(t, ut + i), cof))
-                elif dense and sg0 == nc and sg1 == 1:
-                    for i in range(nr * nc):
-                        _store(buf, i, value(_load(g, ug + i), _load(x, ux + i), _load(t, ut + i), cof))
+                g_dense = (sg0 == 0 and sg1 == 0) or (sg0 == nc and sg1 == 1)
+                if unit and sx0 == nc and st0 == nc and g_dense:
+                    runs, run = one, nr * nc
                 else:
-                    for r in range(nr):
-                        rg, rx, rt, rb = ug + r * sg0, ux + r * sx0, ut + r * st0, r * nc
-                        # Unit-stride loops of their own, as in strided (a stride-0 gradient
-                        # would keep LLVM from vectorising a runtime-stride loop).
-                        if unit and sg1 == 0:
-                            g0 = _load(g, rg)
-                            for c in range(nc):
-                                _store(buf, rb + c, value(g0, _load(x, rx + c), _load(t, rt + c), cof))
-                        elif unit and sg1 == 1:
-                            for c in range(nc):
-                                _store(buf, rb + c, value(_load(g, rg + c), _load(x, rx + c), _load(t, rt + c), cof))
-                        else:
-                            for c in range(nc):
-                                gi, xi, ti = _load(g, rg + c * sg1), _load(x, rx + c * sx1), _load(t, rt + c * st1)
-                                _store(buf, rb + c, value(gi, xi, ti, cof))
+                    runs, run = nr, nc
+                for r in range(runs):
+                    rg, rx, rt, rb = ug + r * sg0, ux + r * sx0, ut + r * st0, r * nc
+                    # Unit-stride loops of their own, as in strided (a stride-0 gradient would
+                    # keep LLVM from vectorising a runtime-stride loop).
+                    if unit and sg1 == 0:
+                        g0 = _load(g, rg)
+                        for c in range(run):
+                            _store(buf, rb + c, value(g0, _load(x, rx + c), _load(t, rt + c), cof))
+                    elif unit and sg1 == 1:
+                        for c in range(run):
+                            _store(buf, rb + c, value(_load(g, rg + c), _load(x, rx + c), _load(t, rt + c), cof))
+                    else:
+                        for c in range(run):
+                            gi, xi, ti = _load(g, rg + c * sg1), _load(x, rx + c * sx1), _load(t, rt + c * st1)
+                            _store(buf, rb + c, value(gi, xi, ti, cof))
                 # (b): whole blocks through registers, then the ragged edges element by element.
                 block_cols, block_rows = np.uint64(_BLOCK), np.uint64(max(_BLOCK, _LINE // o.itemsize))
                 nr_whole, nc_whole = nr // block_rows * block_rows, nc // block_cols * block_cols

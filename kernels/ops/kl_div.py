@@ -44,7 +44,7 @@ _LOG2E = np.float32(1.4426950408889634)
 _LN2_HI = np.float32(0.693145751953125)  # ln2's high part: few enough bits that k * it is exact
 _LN2_LO = np.float32(1.428606765330187e-06)
 _ROUND = np.float32(12582912.0)  # 1.5 * 2^23: adding and subtracting it rounds to an integer
-_ROUND_BITS = np.float32(12582912.0).view(np.int32)
+_ROUND_BITS = _ROUND.view(np.int32)
 _LO, _HI = np.float32(-110.0), np.float32(90.0)  # exp(-110) is 0 and exp(90) inf in float32
 _C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7 = (np.float32(1.0 / math.factorial(i)) for i in range(8))
 

@@ -52,6 +52,7 @@ def build(
         geometry.grad_kind,
         geometry.layout,
         reduction_kind(reduction),
+        formula.log_target,
     )
     if config is not None:
         if isinstance(config, dict):

@@ -27,6 +27,12 @@ class Formula:
     reads_input: bool
     triton_op: int
     live_buffers: int  # vector buffers one step keeps live: inputs read + the output
+    # Arithmetic, not memory, bounds the formula on a core (KL's exp): backends that can trade
+    # vector width for clock take the widest vectors (the CPU's 512-bit AVX-512 ones).
+    compute_bound: bool = False
+    # KL's logTarget formula: tuned and frozen apart from the plain one (its best config differs:
+    # the exp makes it compute-bound), though both are one op and one kernel source.
+    log_target: bool = False
 
 
 def reduction_kind(reduction: Reduction) -> str:
@@ -49,6 +55,7 @@ class ProblemKey:
     grad_kind: GradKind
     layout: Layout
     reduction_kind: str
+    log_target: bool = False  # KL's logTarget formula (Formula.log_target); study names say "-log"
 
     def label(self) -> str:
         parts = (

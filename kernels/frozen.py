@@ -96,6 +96,11 @@ def load(backend: str, device: str, root: Path | None = None) -> FrozenTable | N
     return FrozenTable(path, tuple(e for e in data["entries"] if isinstance(e, dict)), common)
 
 
+def common_name(op: str, log_target: object) -> str:
+    """The key of an op's best common config: KL with logTarget has its own ("kl_div-log")."""
+    return op + ("-log" if log_target else "")
+
+
 def _matches(entry: dict[str, object], key: ProblemKey, *, bucket: bool) -> bool:
     same = (
         entry.get("op") == key.op.value
@@ -103,6 +108,7 @@ def _matches(entry: dict[str, object], key: ProblemKey, *, bucket: bool) -> bool
         and entry.get("grad_kind") == key.grad_kind.value
         and entry.get("layout") == key.layout.value
         and entry.get("reduction_kind") == key.reduction_kind
+        and bool(entry.get("log_target", False)) == key.log_target
     )
     return same and (not bucket or entry.get("bucket") == key.bucket)
 
@@ -157,7 +163,7 @@ def lookup(
         config = _usable(table, entry, space, backend, same_problem=False)
         if config is not None:
             return _carried(config, space, f"frozen {name} [nearest 2^{entry.get('bucket')}")
-    common = (table.common or {}).get(key.op.value)
+    common = (table.common or {}).get(common_name(key.op.value, key.log_target))
     if isinstance(common, dict):
         config = _usable(table, common, space, backend, same_problem=False)
         if config is not None:

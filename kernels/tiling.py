@@ -31,6 +31,7 @@ class Tiling:
     num_warps: int = 0  # cuda only
     sub_tile: int = 0  # npu only: the per-step piece that lives in the Unified Buffer
     multibuffer: bool = False  # npu only: double-buffer the UB so copy-in overlaps compute
+    prefetch: int = 0  # cpu only: a block prefetches the input lines this many tiles ahead (0: none)
 
     def to_dict(self) -> dict[str, object]:
         return {**dataclasses.asdict(self), "variant": self.variant.value}
@@ -53,6 +54,8 @@ class Tiling:
             parts.append(f"sub={self.sub_tile}")
         if self.multibuffer:
             parts.append("multibuffer")
+        if self.prefetch:
+            parts.append(f"prefetch={self.prefetch}")
         return " ".join(parts)
 
 
@@ -137,13 +140,23 @@ def _pow2(lo: int, hi: int) -> tuple[int, ...]:
 
 CPU_TILES = (256, 1024, 4096, 16384, 65536)
 CPU_GRAIN = 32768  # PyTorch's at::internal::GRAIN_SIZE: below it, one thread
+# Tiles ahead a block prefetches its inputs: the hardware prefetcher alone left an exp-bound loop's
+# loads and arithmetic unoverlapped at 2^24 (results/performance.md, section 14).
+CPU_PREFETCH = (0, 1, 2)
+_CPU_PREFETCHING = Constraint(  # one object, so that spaces built twice compare equal
+    "prefetch_contiguous",
+    "prefetch == 0 or variant in (flat, scalar_grad)",  # the loops that prefetch (cpu_loops)
+    lambda c: c.prefetch == 0 or c.variant in (Variant.FLAT, Variant.SCALAR_GRAD),
+)
 
 
 def cpu_space(facts: DeviceFacts, variants: tuple[Variant, ...], numel: int) -> Space:
-    """Default: what PyTorch ships untuned, one thread per GRAIN_SIZE elements up to all threads."""
+    """Default: what PyTorch ships untuned, one thread per GRAIN_SIZE elements up to all threads,
+    no software prefetch."""
     cores = tuple(range(1, facts.cores + 1))
     default = Tiling(tile=4096, cores=max(1, min(facts.cores, math.ceil(numel / CPU_GRAIN))), variant=variants[0])
-    return Space("cpu", (("variant", variants), ("tile", CPU_TILES), ("cores", cores)), (), default)
+    knobs = (("variant", variants), ("tile", CPU_TILES), ("cores", cores), ("prefetch", CPU_PREFETCH))
+    return Space("cpu", knobs, (_CPU_PREFETCHING,), default)
 
 
 # ---- cuda: persistent Triton programs ---------------------------------------------------------------

@@ -79,6 +79,11 @@ def _entry(row: dict[str, object], commit: str, vers: dict[str, str]) -> dict[st
     }
 
 
+def _merge_key(entry: dict[str, object]) -> tuple[object, ...]:
+    """One entry per problem: KL with and without logTarget are two (older tables lack the field)."""
+    return (*(entry.get(k) for k in KEY_FIELDS), bool(entry.get("log_target", False)))
+
+
 COMMON_MIN_WINS = 2
 
 
@@ -92,7 +97,7 @@ def _best_common(entries: list[dict[str, object]]) -> dict[str, dict[str, object
     by_op: dict[str, list[dict[str, object]]] = collections.defaultdict(list)
     for e in entries:
         if e["tuned"]:
-            by_op[str(e["op"])].append(e)
+            by_op[frozen.common_name(str(e["op"]), e.get("log_target"))].append(e)
     common = {}
     for op, wins in by_op.items():
         counts = collections.Counter(json.dumps(e["config"], sort_keys=True) for e in wins)
@@ -105,7 +110,7 @@ def _best_common(entries: list[dict[str, object]]) -> dict[str, dict[str, object
         if counts[key] < COMMON_MIN_WINS:
             continue
         example = next(e for e in wins if json.dumps(e["config"], sort_keys=True) == key)
-        common[op] = {k: example[k] for k in ("op", "config", "kernel_hash", "space_hash")}
+        common[op] = {k: example.get(k) for k in ("op", "log_target", "config", "kernel_hash", "space_hash")}
     return common
 
 
@@ -121,7 +126,7 @@ def freeze(storage: str | None, backend: str, device: str | None = None, root: P
                 f"device: expected exactly one device among the {backend} studies, got {devices or 'none'}"
             )
         device = devices[0]
-    rows = [r for r in rows if r.get("device") == device and not r.get("log_target")]
+    rows = [r for r in rows if r.get("device") == device]
     if not rows:
         raise ValueError(f"storage: no finished {backend}/{device} studies to freeze")
     path = frozen.config_path(backend, device, root)
@@ -133,11 +138,11 @@ def freeze(storage: str | None, backend: str, device: str | None = None, root: P
         except (OSError, json.JSONDecodeError):
             existing = []  # a corrupt table is replaced whole, never patched
     commit, vers = git_commit(), versions()
-    merged = {tuple(e.get(k) for k in KEY_FIELDS): e for e in existing}
+    merged = {_merge_key(e): e for e in existing}
     for row in rows:
         entry = _entry(row, commit, vers)
-        merged[tuple(entry[k] for k in KEY_FIELDS)] = entry
-    entries = sorted(merged.values(), key=lambda e: tuple(str(e[k]) for k in KEY_FIELDS))
+        merged[_merge_key(entry)] = entry
+    entries = sorted(merged.values(), key=lambda e: tuple(str(k) for k in _merge_key(e)))
     table = {
         "schema_version": frozen.SCHEMA_VERSION,
         "backend": backend,

@@ -66,7 +66,7 @@ class CpuBackend:
 
     def kernels(self, formula: Formula) -> cpu_loops.CpuKernels:
         if formula.name not in self._kernels:
-            self._kernels[formula.name] = cpu_loops.make_cpu_kernels(formula.value)
+            self._kernels[formula.name] = cpu_loops.make_cpu_kernels(formula.value, formula.compute_bound)
         return self._kernels[formula.name]
 
     def launch(self, ex: Executor) -> None:
@@ -95,7 +95,7 @@ class CpuBackend:
         variant = cfg.variant
         if variant is Variant.FLAT or variant is Variant.SCALAR_GRAD:
             fn = (kernels.flat if variant is Variant.FLAT else kernels.scalar_grad)[pick]
-            fn(*operands, geo.numel, ex.cof, cfg.tile, cfg.cores)
+            fn(*operands, geo.numel, ex.cof, cfg.tile, cfg.tile * cfg.prefetch, cfg.cores)
             return
         if variant is Variant.STRIDED:
             # 2-d with the output unit-strided on the outer dim (the inputs own the inner one):

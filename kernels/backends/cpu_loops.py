@@ -347,6 +347,52 @@ def _transpose_block(typingctx, src, s0, ss, dst, d0, ds):
     return types.none(src, s0, ss, dst, d0, ds), codegen
 
 
+@intrinsic
+def _prefetch(typingctx, a, i):
+    """Prefetch the line holding a[i] into every cache level (``llvm.prefetch``: read, locality 3,
+    data), a prefetcht0. A hint: it never faults, so a line past the end costs nothing but a slot."""
+    if not isinstance(a, types.Array) or not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(a)(context, builder, args[0]).data
+        i8p = ir.IntType(8).as_pointer()
+        signature_ = ir.FunctionType(ir.VoidType(), [i8p, _I32, _I32, _I32])  # address, rw, locality, cache
+        fn = builder.module.declare_intrinsic("llvm.prefetch", [i8p], signature_)
+        line = builder.bitcast(builder.gep(data, [args[1]]), i8p)
+        builder.call(fn, [line, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+        return context.get_dummy_value()
+
+    return types.none(a, i), codegen
+
+
+@njit(inline="always")
+def _prefetch_run(a, start, stop):
+    """Prefetch the lines of a[start:stop] (uint64 bounds), one hint per 64-byte line."""
+    for i in range(start, stop, np.uint64(_LINE // a.itemsize)):
+        _prefetch(a, i)
+
+
+@intrinsic
+def _wide_vectors(typingctx):
+    """Marks the function being compiled to prefer 512-bit vectors (LLVM's per-function
+    ``prefer-vector-width``; the host CPU model alone says 256, and NUMBA_CPU_FEATURES would say
+    512 for every loop in the process). Call it inside the prange body: numba outlines that into a
+    function of its own. Where the host has no AVX-512, LLVM caps the width at the legal one."""
+
+    def codegen(context, builder, signature, args):
+        # llvmlite lists only the enum attributes; a string attribute is written as it stands.
+        set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+        return context.get_dummy_value()
+
+    return types.none(), codegen
+
+
+@njit(inline="always")
+def _default_vectors() -> None:
+    """The host CPU model's vector width: the memory-bound formulas measured no faster at 512."""
+
+
 def _load(a, i):  # pragma: no cover - replaced by the overload below inside numba
     raise NotImplementedError
 
@@ -402,32 +448,54 @@ class CpuKernels:
     reduce: tuple[Callable[..., None], Callable[..., None]]
 
 
-def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
-    """Build the four loops around ``value_py(g, x, t, cof)``; numba compiles each lazily per dtype set."""
+def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False) -> CpuKernels:
+    """Build the loops around ``value_py(g, x, t, cof)``; numba compiles each lazily per dtype set.
+    ``compute_bound`` (Formula.compute_bound): every loop prefers 512-bit vectors."""
     value = njit(inline="always")(value_py)
+    vectors = _wide_vectors if compute_bound else _default_vectors
 
     # The element index of the contiguous loops is unsigned: with a signed one numba must allow for
     # Python's negative indexing on every load and store, which kept LLVM from vectorising the
     # loops (3x on a float16 loop, measured in results/performance.md).
-    def flat(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, nblocks):
+    # ``ahead`` > 0: before each tile, a block prefetches its inputs' lines ``ahead`` elements on
+    # (one tile's worth), so the loads of the next tiles overlap this tile's arithmetic. x is
+    # skipped where it is t (a formula that never reads self is handed target twice).
+    def flat(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks):
         g, x, t, o = _view(pg, n, tg), _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)
         cof = np.float32(cof64)
         chunk = ((n + nblocks - 1) // nblocks + 15) // 16 * 16  # whole cache lines per block
+        un, uahead, own_x = np.uint64(n), np.uint64(ahead), px != pt
         for b in prange(nblocks):
+            vectors()
             end = min(n, (b + 1) * chunk)
             for s in range(b * chunk, end, tile):
-                for i in range(np.uint64(s), np.uint64(min(s + tile, end))):
+                us = np.uint64(s)
+                if uahead:
+                    lo, hi = min(us + uahead, un), min(us + uahead + np.uint64(tile), un)
+                    _prefetch_run(g, lo, hi)
+                    if own_x:
+                        _prefetch_run(x, lo, hi)
+                    _prefetch_run(t, lo, hi)
+                for i in range(us, np.uint64(min(s + tile, end))):
                     _store(o, i, value(_load(g, i), _load(x, i), _load(t, i), cof))
 
-    def scalar_grad(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, nblocks):
+    def scalar_grad(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks):
         x, t, o = _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)
         cof = np.float32(cof64)
         g0 = _load(_view(pg, 1, tg), 0)  # read once, not n times
         chunk = ((n + nblocks - 1) // nblocks + 15) // 16 * 16
+        un, uahead, own_x = np.uint64(n), np.uint64(ahead), px != pt
         for b in prange(nblocks):
+            vectors()
             end = min(n, (b + 1) * chunk)
             for s in range(b * chunk, end, tile):
-                for i in range(np.uint64(s), np.uint64(min(s + tile, end))):
+                us = np.uint64(s)
+                if uahead:
+                    lo, hi = min(us + uahead, un), min(us + uahead + np.uint64(tile), un)
+                    if own_x:
+                        _prefetch_run(x, lo, hi)
+                    _prefetch_run(t, lo, hi)
+                for i in range(us, np.uint64(min(s + tile, end))):
                     _store(o, i, value(g0, _load(x, i), _load(t, i), cof))
 
     def strided(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks):
@@ -440,6 +508,7 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
         last = nd - 1
         chunk = (n + nblocks - 1) // nblocks
         for b in prange(nblocks):
+            vectors()
             pos = b * chunk
             end = min(n, pos + chunk)
             idx = np.zeros(nd, np.int64)
@@ -521,6 +590,7 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
         sg1, sx1, st1 = np.uint64(strides[0, 1]), np.uint64(strides[1, 1]), np.uint64(strides[2, 1])
         unit = sx1 == 1 and st1 == 1
         for b in prange(nblocks):
+            vectors()
             buf = np.empty(_TILE_ROWS * _TILE_COLS, to.dtype)
             ntiles = row_tiles * col_tiles
             share = (ntiles + np.uint64(nblocks) - one) // np.uint64(nblocks)
@@ -575,6 +645,7 @@ def make_cpu_kernels(value_py: Callable[..., float]) -> CpuKernels:
             nred *= rshape[d]
         chunk = (n_out + nblocks - 1) // nblocks
         for b in prange(nblocks):
+            vectors()
             end = min(n_out, (b + 1) * chunk)
             for s in range(b * chunk, end, tile):
                 for e in range(s, min(s + tile, end)):

@@ -69,7 +69,9 @@ def _value_log(g: float, x: float, t: float, cof: float) -> float:
 
 
 FORMULA = Formula("kl_div", _value, reads_input=False, triton_op=2, live_buffers=3)
-FORMULA_LOG = Formula("kl_div_log", _value_log, reads_input=False, triton_op=3, live_buffers=3)
+FORMULA_LOG = Formula(
+    "kl_div_log", _value_log, reads_input=False, triton_op=3, live_buffers=3, compute_bound=True, log_target=True
+)
 
 
 def cof(reduction: Reduction, space: tuple[int, ...]) -> float:

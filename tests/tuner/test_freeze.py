@@ -134,7 +134,8 @@ def test_every_shipped_config_is_in_its_space_and_current(path: Path, entry: dic
     if not backends.probe(backend)[0] or backends.get(backend).facts().name != path.stem:
         pytest.skip(f"{path} is for another device than this host's {backend}")
     red = Reduction.NONE if entry["reduction_kind"] == "none" else Reduction.MEAN
-    case = Case(Op(entry["op"]), getattr(torch, str(entry["dtype"])), (1 << int(entry["bucket"]),), red)
+    dtype, shape, log = getattr(torch, str(entry["dtype"])), (1 << int(entry["bucket"]),), bool(entry.get("log_target"))
+    case = Case(Op(entry["op"]), dtype, shape, red, log_target=log)
     g, x, t = case.inputs(backends.info(backend).device_type)
     with warnings.catch_warnings():
         warnings.simplefilter("error", frozen.FrozenConfigWarning)
@@ -160,3 +161,25 @@ def test_a_single_win_is_not_a_common_config() -> None:
     other = one | {"config": {"tile": 1024, "cores": 2}}
     assert _best_common([one, other, one | {"tuned": False}]) == {}
     assert _best_common([one, one | {"speedup_vs_default": 1.2}, other])["mse"]["config"] == one["config"]
+    kl, kl_log = one | {"op": "kl_div"}, other | {"op": "kl_div", "log_target": True}
+    assert set(_best_common([kl, kl, kl_log, kl_log])) == {"kl_div", "kl_div-log"}  # each its own winner
+
+
+def test_kl_with_log_target_has_entries_and_a_common_config_of_its_own(tmp_path: Path) -> None:
+    case = Case(Op.KL_DIV, torch.float32, (1 << 16,), Reduction.MEAN, log_target=True)
+    g, x, t = case.inputs("cpu")
+    log_ex = case.phase_one(g, x, t, case.out_like(x), "cpu")
+    plain_ex = Case(Op.KL_DIV, torch.float32, (1 << 16,), Reduction.MEAN).phase_one(g, x, t, case.out_like(x), "cpu")
+    assert log_ex.key.log_target and not plain_ex.key.log_target
+    assert log_ex.key.label() == plain_ex.key.label()  # one op; the study name adds "-log"
+    space, key = plain_ex.space, plain_ex.key
+    plain = Tiling(tile=4096, cores=2, variant=Variant.SCALAR_GRAD)
+    log = Tiling(tile=256, cores=2, variant=Variant.SCALAR_GRAD, prefetch=1)
+    _write(tmp_path, [_entry(key, space, 16, plain), _entry(key, space, 16, log) | {"log_target": True}])
+    assert frozen.lookup("cpu", "dev", key, space, tmp_path)[0] == plain
+    assert frozen.lookup("cpu", "dev", log_ex.key, space, tmp_path)[0] == log
+    _write(tmp_path, [_entry(key, space, 16, plain)])  # an older table: entries without the field are plain KL
+    assert frozen.lookup("cpu", "dev", log_ex.key, space, tmp_path) is None
+    near = ProblemKey(key.op, key.dtype, 12, key.grad_kind, key.layout, key.reduction_kind, True)
+    _write(tmp_path, [], {"kl_div": _entry(key, space, 0, plain), "kl_div-log": _entry(key, space, 0, log)})
+    assert frozen.lookup("cpu", "dev", near, space, tmp_path)[0] == log

@@ -50,12 +50,18 @@ def test_default_is_the_first_trial_and_failures_never_win(storage: str) -> None
     assert study.user_attrs["final"]["kernel_hash"] and study.user_attrs["space_hash"]
 
 
+def _param(value: object) -> object:
+    return getattr(value, "value", value)  # optuna stores an enum knob by its value
+
+
 def test_wrong_values_are_recorded_as_incorrect_and_the_study_goes_on(storage: str) -> None:
     """Plumbing with a corrupted reference standing in for a wrong kernel: every trial must fail the check."""
     bench = st._Bench.make(CASE, "cpu")
     bench.ref = bench.ref + 1.0
     space = bench.executor(None).space
     study = optuna.create_study(storage=st.open_storage(storage), sampler=optuna.samplers.RandomSampler(seed=0))
+    for config in space.sample(3, seed=0):  # members of the space, so each one runs and is checked
+        study.enqueue_trial({name: _param(getattr(config, name)) for name, _ in space.knobs})
     study.optimize(st._objective(bench, space, FAST), n_trials=3, catch=(st.TrialFailure,))
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL] * 3
     assert {t.user_attrs["failure"] for t in study.trials} == {"incorrect"}

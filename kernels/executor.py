@@ -33,6 +33,11 @@ class Formula:
     # KL's logTarget formula: tuned and frozen apart from the plain one (its best config differs:
     # the exp makes it compute-bound), though both are one op and one kernel source.
     log_target: bool = False
+    # The formula for a float16/bfloat16 output of an elementwise walk, where a cheaper one is
+    # accurate enough: its float32 result is rounded once into 11 or 8 bits, so it need not carry
+    # float32's 24 (KL log_target's exp: degree 3 for degree 7). None: ``value`` for every dtype.
+    # Broadcast sums keep ``value``: their terms add up in float32 first.
+    narrow_value: Callable[..., float] | None = None
 
 
 def reduction_kind(reduction: Reduction) -> str:

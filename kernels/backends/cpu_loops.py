@@ -34,6 +34,15 @@ from numba.extending import intrinsic, overload
 from kernels import scalar
 
 _I32 = ir.IntType(32)
+
+# No vectorised epilogue: after a loop's main vector body LLVM adds a second, narrower vector loop
+# for the remainder, and the constants it hoists stay live across the main body, so the exp of KL
+# log_target reloaded 12 of its constants from memory on every vector (movabsq + vbroadcastss):
+# without it the main body keeps them in registers, 1.1x-1.2x on the float32/float16 exp loops
+# (results/performance.md, section 15). A remainder is at most one vector less one element, done
+# element by element with the same operations, so every result is bitwise the same. LLVM options
+# are process-wide: other numba code in the process gets scalar remainders too.
+llvm.set_option("", "-enable-epilogue-vectorization=false")
 _TILE_ROWS = _TILE_COLS = 64  # the transposed walk's tile, 16 KiB of float32: best of 16..256 (performance.md)
 _F16_MAGIC = np.float32(2.0**112)  # rebias a float16 exponent (15) to float32's (127)
 
@@ -91,7 +100,7 @@ def _f32_to_bf16(typingctx, f):
         u = builder.bitcast(args[0], _I32)
         upper = builder.lshr(u, c(16))
         rounded = builder.lshr(builder.add(builder.add(u, c(0x7FFF)), builder.and_(upper, c(1))), c(16))
-        nan = builder.icmp_unsigned(">", builder.and_(u, c(0x7FFFFFFF)), c(0x7F800000))
+        nan = builder.fcmp_unordered("uno", args[0], args[0])  # one vcmpps into a mask register
         bits = builder.select(nan, builder.or_(upper, c(0x40)), rounded)
         return builder.trunc(bits, ir.IntType(16))
 
@@ -367,10 +376,19 @@ def _prefetch(typingctx, a, i):
 
 
 @njit(inline="always")
-def _prefetch_run(a, start, stop):
-    """Prefetch the lines of a[start:stop] (uint64 bounds), one hint per 64-byte line."""
-    for i in range(start, stop, np.uint64(_LINE // a.itemsize)):
+def _prefetch_window(a, start, count, n):
+    """Prefetch the lines of a[start:start + count], clamped to n (uint64 bounds), one hint per 64-byte line."""
+    for i in range(min(start, n), min(start + count, n), np.uint64(_LINE // a.itemsize)):
         _prefetch(a, i)
+
+
+@njit(inline="always")
+def _prefetch_inputs(x, t, own_x, start, count, n):
+    """The window of x and t; x is skipped where it is t (``own_x`` false: a formula that never
+    reads self is handed target twice)."""
+    if own_x:
+        _prefetch_window(x, start, count, n)
+    _prefetch_window(t, start, count, n)
 
 
 @intrinsic
@@ -471,11 +489,8 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
             for s in range(b * chunk, end, tile):
                 us = np.uint64(s)
                 if uahead:
-                    lo, hi = min(us + uahead, un), min(us + uahead + np.uint64(tile), un)
-                    _prefetch_run(g, lo, hi)
-                    if own_x:
-                        _prefetch_run(x, lo, hi)
-                    _prefetch_run(t, lo, hi)
+                    _prefetch_window(g, us + uahead, np.uint64(tile), un)
+                    _prefetch_inputs(x, t, own_x, us + uahead, np.uint64(tile), un)
                 for i in range(us, np.uint64(min(s + tile, end))):
                     _store(o, i, value(_load(g, i), _load(x, i), _load(t, i), cof))
 
@@ -491,10 +506,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
             for s in range(b * chunk, end, tile):
                 us = np.uint64(s)
                 if uahead:
-                    lo, hi = min(us + uahead, un), min(us + uahead + np.uint64(tile), un)
-                    if own_x:
-                        _prefetch_run(x, lo, hi)
-                    _prefetch_run(t, lo, hi)
+                    _prefetch_inputs(x, t, own_x, us + uahead, np.uint64(tile), un)
                 for i in range(us, np.uint64(min(s + tile, end))):
                     _store(o, i, value(g0, _load(x, i), _load(t, i), cof))
 

@@ -517,6 +517,7 @@ def _paths(out_dir: Path, tag: str) -> tuple[Path, Path, Path]:
 
 def _collect(args: argparse.Namespace) -> None:
     from tuner.freeze import write_atomic  # here, not at import: every A/A point process imports this module
+
     cases = args.cases.split(",") if args.cases else list(DEFAULT_CASES)
     info = machine_info()
     load_before = os.getloadavg()
@@ -543,6 +544,7 @@ def _collect(args: argparse.Namespace) -> None:
 
 def _evaluate(args: argparse.Namespace) -> None:
     from tuner.freeze import write_atomic
+
     csv_path, meta_path, json_path = _paths(args.out_dir, args.tag)
     aa = pd.read_csv(csv_path)
     if args.window:

@@ -53,7 +53,7 @@ class CpuBackend:
     timed = True
 
     def __init__(self) -> None:
-        self._kernels: dict[tuple[str, bool], cpu_loops.CpuKernels] = {}
+        self._kernels: dict[str, tuple[cpu_loops.CpuKernels, cpu_loops.CpuKernels]] = {}  # (value, narrow_value)
         self._facts = DeviceFacts(
             "cpu", f"{platform.machine() or 'cpu'}-{cpu_loops.max_threads()}t", cpu_loops.max_threads()
         )
@@ -65,12 +65,16 @@ class CpuBackend:
         return cpu_space(self._facts, geometry.variants, geometry.numel)
 
     def kernels(self, formula: Formula, narrow: bool = False) -> cpu_loops.CpuKernels:
-        """The loops of ``formula``; ``narrow``: for a 16-bit output, built from its narrow_value if it has one."""
-        value = formula.narrow_value if narrow and formula.narrow_value is not None else formula.value
-        key = (formula.name, value is not formula.value)
-        if key not in self._kernels:
-            self._kernels[key] = cpu_loops.make_cpu_kernels(value, formula.compute_bound)
-        return self._kernels[key]
+        """The loops of ``formula``; ``narrow``: those of its narrow_value where it has one (16-bit
+        outputs of the elementwise walks). Both are built on first use: numba compiles lazily."""
+        pair = self._kernels.get(formula.name)
+        if pair is None:
+            wide = cpu_loops.make_cpu_kernels(formula.value, formula.compute_bound)
+            short = wide
+            if formula.narrow_value is not None:
+                short = cpu_loops.make_cpu_kernels(formula.narrow_value, formula.compute_bound)
+            pair = self._kernels[formula.name] = (wide, short)
+        return pair[narrow]
 
     def launch(self, ex: Executor) -> None:
         if ex.empty:
@@ -79,7 +83,7 @@ class CpuBackend:
         # A 16-bit output of an elementwise walk is one rounding of one value: the narrow formula
         # suffices. Not for a broadcast sum: its float32 terms add up before that rounding, and a
         # sum that cancels keeps their relative error (SEMANTICS: relative 1e-5 of the magnitudes).
-        kernels = self.kernels(ex.formula, ex.out.dtype != torch.float32 and cfg.variant is not Variant.REDUCE)
+        kernels = self.kernels(ex.formula, ex.out.dtype is not torch.float32 and cfg.variant is not Variant.REDUCE)
         parallel = cfg.cores > 1
         if parallel:
             cpu_loops.set_threads(cfg.cores)

@@ -301,8 +301,7 @@ def _finalists(bench: _Bench, space: Space, study: optuna.Study, opts: TuneOptio
     medians = [statistics.median(r) for r in rounds]
     default_median = medians[0]
     winner = min(range(len(contenders)), key=lambda i: medians[i])
-    keep, gain, noise = decide(rounds[0], rounds[winner])
-    keep = keep and winner != 0
+    keep, gain, noise = decide(rounds[0], rounds[winner])  # the default against itself: never kept
     chosen = winner if keep else 0
     cfg, trial_number = contenders[chosen]
     nbytes = bench.bytes()

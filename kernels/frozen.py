@@ -101,6 +101,11 @@ def common_name(op: str, log_target: object) -> str:
     return op + ("-log" if log_target else "")
 
 
+def entry_log_target(entry: dict[str, object]) -> bool:
+    """An entry's logTarget flag; tables frozen before KL tuned it apart lack the field (false)."""
+    return bool(entry.get("log_target", False))
+
+
 def _matches(entry: dict[str, object], key: ProblemKey, *, bucket: bool) -> bool:
     same = (
         entry.get("op") == key.op.value
@@ -108,7 +113,7 @@ def _matches(entry: dict[str, object], key: ProblemKey, *, bucket: bool) -> bool
         and entry.get("grad_kind") == key.grad_kind.value
         and entry.get("layout") == key.layout.value
         and entry.get("reduction_kind") == key.reduction_kind
-        and bool(entry.get("log_target", False)) == key.log_target
+        and entry_log_target(entry) == key.log_target
     )
     return same and (not bucket or entry.get("bucket") == key.bucket)
 

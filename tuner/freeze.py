@@ -80,8 +80,8 @@ def _entry(row: dict[str, object], commit: str, vers: dict[str, str]) -> dict[st
 
 
 def _merge_key(entry: dict[str, object]) -> tuple[object, ...]:
-    """One entry per problem: KL with and without logTarget are two (older tables lack the field)."""
-    return (*(entry.get(k) for k in KEY_FIELDS), bool(entry.get("log_target", False)))
+    """One entry per problem: KL with and without logTarget are two."""
+    return (*(entry.get(k) for k in KEY_FIELDS), frozen.entry_log_target(entry))
 
 
 COMMON_MIN_WINS = 2

@@ -47,6 +47,22 @@ def _walk_arrays(geo: Geometry, x_axis: int) -> tuple[np.ndarray, ...]:
     return np.array(spans, np.int64), np.array(geo.shape, np.int64), strides, np.array(geo.rshape, np.int64), rstrides
 
 
+STREAM_BYTES = 1 << 24
+"""Outputs from 16 MiB on are stored non-temporally by the transposed walk. Measured on the bench's
+64-row transposes against ordinary stores (results/performance.md, section 17): at 32 MiB of out
+(16-bit 2^24, float32 2^23) 1.3-1.9x faster, at 16 MiB (float32 2^22) 1.1-1.3x, at 8 MiB (16-bit
+2^22) anywhere from 1.2x faster to 1.2x slower: an out that size still fits the last-level cache,
+which ordinary stores keep it in and streamed ones bypass."""
+
+
+def _streams(out: torch.Tensor, row_stride: int) -> bool:
+    """Whether the transposed walk may stream its output: large enough, and every output line it
+    stores as a whole is line-aligned (a non-temporal vector store to a misaligned address faults)."""
+    line = cpu_loops.LINE
+    size = out.element_size()
+    return out.numel() * size >= STREAM_BYTES and out.data_ptr() % line == 0 and (row_stride * size) % line == 0
+
+
 class CpuBackend:
     name = "cpu"
     device_type = "cpu"
@@ -116,7 +132,11 @@ class CpuBackend:
                 if len(out_strides) == 2 and out_strides[0] == 1 != out_strides[1]
                 else kernels.strided
             )
-            walk[pick](*operands, *_walk_arrays(geo, x_axis), geo.numel, ex.cof, cfg.tile, cfg.cores)
+            if walk is kernels.strided:
+                walk[pick](*operands, *_walk_arrays(geo, x_axis), geo.numel, ex.cof, cfg.tile, cfg.cores)
+                return
+            stream = _streams(o, out_strides[1])
+            walk[pick](*operands, *_walk_arrays(geo, x_axis), geo.numel, ex.cof, cfg.tile, cfg.cores, stream)
             return
         kernels.reduce[pick](*operands, *_walk_arrays(geo, x_axis), geo.n_out, ex.cof, cfg.tile, cfg.cores)
 

@@ -23,6 +23,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 import numba
 import numpy as np
@@ -38,7 +39,7 @@ _I32 = ir.IntType(32)
 # No vectorised epilogue: after a loop's main vector body LLVM adds a second, narrower vector loop
 # for the remainder, and the constants it hoists stay live across the main body, so the exp of KL
 # log_target reloaded 12 of its constants from memory on every vector (movabsq + vbroadcastss):
-# without it the main body keeps them in registers, 1.1x-1.2x on the float32/float16 exp loops
+# without it the main body keeps them in registers, 1.08x-1.19x on the float32/float16 exp loops
 # (results/performance.md, section 15). A remainder is at most one vector less one element, done
 # element by element with the same operations, so every result is bitwise the same. LLVM options
 # are process-wide: other numba code in the process gets scalar remainders too.
@@ -264,71 +265,118 @@ def _view(address, n, tag):
     return carray(_pointer(address, tag), n)
 
 
-def _unpack_rounds(n: int) -> list[tuple[int, list[int], list[int]]]:
+_LANE_BYTES = 16  # x86's unpack instructions (vpunpckl/h*) interleave within each 128-bit lane
+
+
+def _unpack_rounds(n: int, lane: int) -> list[tuple[int, list[int], list[int]]]:
     """The shuffle masks of an n x n transpose in log2(n) rounds of two-source shuffles (the
-    unpack sequence): round u interleaves u-element units of two vectors, low halves then high."""
+    unpack sequence): round u interleaves u-element units of two vectors, low halves then high.
+    Below ``lane`` elements (one 128-bit lane) the halves are those of each lane, as vpunpckl/h*
+    take them: one instruction each on port 5, where a whole-vector interleave of 16-bit units is
+    vpermt2w, three (results/performance.md, section 17). The columns then leave in another slot
+    order, which _column_slots works out."""
     rounds, u = [], 1
     while u < n:
-        units = n // u
-        lo = [m for k in range(units // 2) for m in (*range(k * u, k * u + u), *range(n + k * u, n + k * u + u))]
-        hi = [m for k in range(units // 2, units) for m in (*range(k * u, k * u + u), *range(n + k * u, n + k * u + u))]
+        span = lane if u < lane else n  # the halves interleaved: of each lane, or of the vector
+        half = span // 2
+        lo: list[int] = []
+        hi: list[int] = []
+        for base in range(0, n, span):
+            for k in range(0, half, u):
+                for mask, first in ((lo, base + k), (hi, base + half + k)):
+                    mask += [*range(first, first + u), *range(n + first, n + first + u)]
         rounds.append((u, lo, hi))
         u *= 2
     return rounds
 
 
-def _transpose_lanes(builder: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
-    """n n-lane vectors (rows) -> their n columns. Round u pairs vector i with vector i + u inside
-    each group of 2u and writes the low then the high interleave, so column j is in slot j after
-    the last round. LLVM lowers each shuffle to one instruction (punpck*, vpermt2*, vunpck*)."""
-    n = len(rows)
-    vecs = rows
-    for step, lo, hi in _unpack_rounds(n):
+def _run_rounds(vecs: list, lane: int, shuffle: Callable[[object, object, list[int]], object]) -> list:
+    """The rounds over n vectors: round u pairs vector i with vector i + u inside each group of 2u
+    and writes the low then the high interleave into slots 2i and 2i + 1 of the group."""
+    n = len(vecs)
+    for step, lo, hi in _unpack_rounds(n, lane):
         out = list(vecs)
         for group in range(0, n, 2 * step):
             for i in range(group, group + step):
                 first = group + 2 * (i - group)
-                for slot, lanes in ((first, lo), (first + 1, hi)):
-                    mask = ir.Constant(ir.VectorType(_I32, n), lanes)
-                    out[slot] = builder.shuffle_vector(vecs[i], vecs[i + step], mask)
+                out[first] = shuffle(vecs[i], vecs[i + step], lo)
+                out[first + 1] = shuffle(vecs[i], vecs[i + step], hi)
         vecs = out
     return vecs
 
 
-_BLOCK = 16  # the register transpose's block: 16 x 16 lanes (measured against 8 x 8: performance.md)
-_LINE = 64  # bytes per cache line: a block column is stored as whole lines where its element allows
+@cache
+def _column_slots(n: int, lane: int) -> tuple[int, ...]:
+    """Column j of the transpose is left in slot _column_slots(n, lane)[j]: the rounds run on
+    (row, column) labels, and each slot must hold one whole column in row order."""
+    labels = [[(r, c) for c in range(n)] for r in range(n)]
+    slots = _run_rounds(labels, lane, lambda a, b, mask: [(a + b)[m] for m in mask])
+    where = {}
+    for slot, column in enumerate(slots):
+        assert [r for r, _ in column] == list(range(n)) and len({c for _, c in column}) == 1, column
+        where[column[0][1]] = slot
+    return tuple(where[j] for j in range(n))
 
 
-def _block_rows(width: int) -> int:
-    """Rows one register transpose takes: enough 16 x 16 blocks stacked that each output column
-    is one whole cache line (16 float32, 32 16-bit), so no line is stored in halves: the columns
-    of a block all map to one cache set (out's row stride is a large power of two), which cannot
-    hold them until a later block completes them."""
-    return max(_BLOCK, _LINE // width)
+def _transpose_lanes(builder: ir.IRBuilder, rows: list[ir.Value], lane: int) -> list[ir.Value]:
+    """n n-lane vectors (rows) -> their n columns, column j at index j. LLVM lowers each shuffle
+    to one instruction (vpunpck* inside lanes, vshufi64x2 / vinserti* / vpermt2q across them)."""
+    n = len(rows)
+
+    def shuffle(a: ir.Value, b: ir.Value, mask: list[int]) -> ir.Value:
+        return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(_I32, n), mask))
+
+    slots = _run_rounds(rows, lane, shuffle)
+    return [slots[s] for s in _column_slots(n, lane)]
 
 
-@intrinsic
-def _transpose_block(typingctx, src, s0, ss, dst, d0, ds):
-    """dst[d0 + j * ds + i] = src[s0 + i * ss + j] for j < _BLOCK, i < _block_rows: stacked 16 x 16
-    blocks through registers (16 vector loads, 64 shuffles and 16 vector stores per block, where
-    element-wise it is 256 scalar loads and stores); each column leaves as one store of whole
-    lines. src and dst hold the same element type, moved as raw bits."""
+LINE = 64  # bytes per cache line: a block column is stored as one whole line
+
+
+def _block(width: int) -> int:
+    """The side of one register transpose: one cache line of elements (16 float32, 32 16-bit),
+    so every output column leaves as one whole line. The columns of a block all map to one cache
+    set (out's row stride is a large power of two), which cannot hold them until a later block
+    completes a line stored in parts. One 512-bit vector per row: a 32 x 32 transpose of 16-bit
+    lanes takes 5 rounds of 32 one-instruction shuffles, where two stacked 16 x 16 ones in 256-bit
+    vectors took 4 rounds of 2 x 16 plus 16 to join the halves (results/performance.md, section 17)."""
+    return LINE // width
+
+
+def _make_transpose_block(stream: bool) -> Callable[..., None]:
+    """The register transpose; ``stream``: its column stores are non-temporal (vmovntdq), each a
+    whole aligned line that goes to memory without first reading it in (no read-for-ownership).
+    The caller guarantees the alignment: a misaligned non-temporal store faults."""
+
+    @intrinsic
+    def transpose_block(typingctx, src, s0, ss, dst, d0, ds):
+        return _transpose_block_typer(src, s0, ss, dst, d0, ds, stream)
+
+    return transpose_block
+
+
+def _transpose_block_typer(src, s0, ss, dst, d0, ds, stream: bool):
+    """dst[d0 + j * ds + i] = src[s0 + i * ss + j] for i, j < _block(width): n vector loads, n
+    log2(n) shuffles and n vector stores, where element-wise it is n^2 scalar loads and stores.
+    src and dst hold the same element type, moved as raw bits."""
     if not (isinstance(src, types.Array) and isinstance(dst, types.Array) and src.dtype == dst.dtype):
         return None
-    if src.dtype.bitwidth not in (16, 32):  # one or two 16-row stacks make a 64-byte column
+    if src.dtype.bitwidth not in (16, 32):
         return None
 
     def codegen(context, builder, signature, args):
         width = src.dtype.bitwidth // 8
+        n = _block(width)
         lane = ir.IntType(8 * width)
-        depth = _block_rows(width) // _BLOCK
-        vec = ir.VectorType(lane, _BLOCK)
-        wide = ir.VectorType(lane, _BLOCK * depth)
+        vec = ir.VectorType(lane, n)
+        # 512-bit vectors legal in this function whatever its preferred width (clang marks its
+        # AVX-512 intrinsics' callers the same way); without AVX-512 LLVM splits them.
+        set.add(builder.function.attributes, '"min-legal-vector-width"="512"')
         src_data = context.make_array(src)(context, builder, args[0]).data
         dst_data = context.make_array(dst)(context, builder, args[3]).data
 
         def at(data: ir.Value, offset: ir.Value) -> ir.Value:
-            """A pointer to the _BLOCK lanes from element ``offset`` of ``data``."""
+            """A pointer to the n lanes from element ``offset`` of ``data``."""
             element = builder.gep(builder.bitcast(data, lane.as_pointer()), [offset])
             return builder.bitcast(element, vec.as_pointer())
 
@@ -336,24 +384,33 @@ def _transpose_block(typingctx, src, s0, ss, dst, d0, ds):
             return builder.add(base, builder.mul(stride, ir.Constant(stride.type, k)))
 
         s0_, ss_, d0_, ds_ = args[1], args[2], args[4], args[5]
-        stacks = [
-            _transpose_lanes(
-                builder,
-                [builder.load(at(src_data, index(s0_, ss_, k * _BLOCK + i)), align=width) for i in range(_BLOCK)],
-            )
-            for k in range(depth)
-        ]
-        for j in range(_BLOCK):
-            column = stacks[0][j]
-            if depth == 2:  # 16-bit: the two 16-lane halves of one line, concatenated
-                column = builder.shuffle_vector(
-                    stacks[0][j], stacks[1][j], ir.Constant(ir.VectorType(_I32, 2 * _BLOCK), list(range(2 * _BLOCK)))
-                )
-            dst_ptr = builder.bitcast(at(dst_data, index(d0_, ds_, j)), wide.as_pointer())
-            builder.store(column, dst_ptr, align=width)
+        rows = [builder.load(at(src_data, index(s0_, ss_, i)), align=width) for i in range(n)]
+        for j, column in enumerate(_transpose_lanes(builder, rows, _LANE_BYTES // width)):
+            if stream:
+                store = builder.store(column, at(dst_data, index(d0_, ds_, j)), align=LINE)
+                store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(_I32, 1)]))
+            else:
+                builder.store(column, at(dst_data, index(d0_, ds_, j)), align=width)
         return context.get_dummy_value()
 
     return types.none(src, s0, ss, dst, d0, ds), codegen
+
+
+_transpose_block = _make_transpose_block(False)
+_transpose_block_nt = _make_transpose_block(True)
+
+
+@intrinsic
+def _sfence(typingctx):
+    """Orders this thread's non-temporal stores before whatever it does next (they are weakly
+    ordered: without it another thread could read out before the streamed lines land)."""
+
+    def codegen(context, builder, signature, args):
+        fn = builder.module.declare_intrinsic("llvm.x86.sse.sfence", (), ir.FunctionType(ir.VoidType(), []))
+        builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.none(), codegen
 
 
 @intrinsic
@@ -378,7 +435,7 @@ def _prefetch(typingctx, a, i):
 @njit(inline="always")
 def _prefetch_window(a, start, count, n):
     """Prefetch the lines of a[start:start + count], clamped to n (uint64 bounds), one hint per 64-byte line."""
-    for i in range(min(start, n), min(start + count, n), np.uint64(_LINE // a.itemsize)):
+    for i in range(min(start, n), min(start + count, n), np.uint64(LINE // a.itemsize)):
         _prefetch(a, i)
 
 
@@ -578,7 +635,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                     ot += strides[2, d]
                     oo += strides[3, d]
 
-    def transposed(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks):
+    def transposed(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks, stream):
         # The strided walk of a 2-d problem whose operands disagree on the unit-stride dim: the
         # inputs step through dim 1 at stride 1, the output through dim 0 (a transposed input and a
         # contiguous out). Either order makes one side stride through memory at a power of two,
@@ -589,6 +646,10 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
         # registers (_transpose_block), each output column run stored as whole lines. Each block owns a contiguous
         # range of tiles, column strip by column strip, so its stores advance along each output
         # line run in order (round-robin tiles measured 1.3x slower; results/performance.md).
+        # ``stream`` (the launch decides: a large, line-aligned out): those whole-line stores are
+        # non-temporal. Every tile writes a line or two into each of 64 rows a power of two apart,
+        # too many streams for the hardware prefetcher, so each ordinary store waited on reading
+        # its line in first; a streamed line skips that read (results/performance.md, section 17).
         g, x, t = _view(pg, spans[0], tg), _view(px, spans[1], tx), _view(pt, spans[2], tt)
         o = _view(po, spans[3], to)
         cof = np.float32(cof64)
@@ -635,14 +696,19 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                             gi, xi, ti = _load(g, rg + c * sg1), _load(x, rx + c * sx1), _load(t, rt + c * st1)
                             _store(buf, rb + c, value(gi, xi, ti, cof))
                 # (b): whole blocks through registers, then the ragged edges element by element.
-                block_cols, block_rows = np.uint64(_BLOCK), np.uint64(max(_BLOCK, _LINE // o.itemsize))
+                block_cols = block_rows = np.uint64(LINE // o.itemsize)  # _block(itemsize)
                 nr_whole, nc_whole = nr // block_rows * block_rows, nc // block_cols * block_cols
                 for c in range(np.uint64(0), nc_whole, block_cols):
                     for r in range(np.uint64(0), nr_whole, block_rows):
-                        _transpose_block(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
+                        if stream:
+                            _transpose_block_nt(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
+                        else:
+                            _transpose_block(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
                 for c in range(nc):
                     for r in range(nr_whole if c < nc_whole else np.uint64(0), nr):
                         o[(c0 + c) * so1 + r0 + r] = buf[r * nc + c]
+            if stream:
+                _sfence()
 
     def reduce(pg, px, pt, po, tg, tx, tt, to, spans, kshape, kstrides, rshape, rstrides, n_out, cof64, tile, nblocks):
         # Each output element sums its broadcast dims in ascending linear order, whatever the

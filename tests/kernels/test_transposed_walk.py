@@ -1,8 +1,9 @@
 """The CPU backend's transposed walk (cpu_loops.transposed): 2-d problems whose inputs are
-transposed views and whose out is contiguous go through 64 x 64 tiles, 8 x 8 register transposes
-inside them and element-wise copies at ragged edges. Every shape class below must give bitwise
-what the same call on contiguous copies gives (the formula is elementwise, so the layout may not
-change a bit), for every dtype, gradient kind and core count."""
+transposed views and whose out is contiguous go through 64 x 64 tiles, one-line-square register
+transposes inside them and element-wise copies at ragged edges; a large line-aligned out is
+stored non-temporally. Every shape class below must give bitwise what the same call on contiguous
+copies gives (the formula is elementwise, so the layout may not change a bit), for every dtype,
+gradient kind and core count."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from numba import njit
 
 import kernels
 from kernels import backends
-from kernels.backends import cpu_loops
+from kernels.backends import cpu, cpu_loops
 from kernels.modes import Variant
 from kernels.tiling import Tiling
 
@@ -67,13 +68,13 @@ def test_transposed_inputs_give_the_contiguous_bits(
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint16], ids=str)
 def test_register_transpose_moves_one_block(dtype: type) -> None:
-    """16 columns of _block_rows rows (16 float32, 32 16-bit: one cache line per column)."""
+    """A square block of one cache line a side (16 float32, 32 16-bit: one line per column)."""
 
     @njit
     def move(src, s0, ss, dst, d0, ds):
         cpu_loops._transpose_block(src, s0, ss, dst, d0, ds)
 
-    rows, cols = cpu_loops._block_rows(np.dtype(dtype).itemsize), cpu_loops._BLOCK
+    rows = cols = cpu_loops._block(np.dtype(dtype).itemsize)
     src = (np.arange(40 * 40) * 3 + 1).astype(dtype)
     dst = np.zeros(40 * 40, dtype)
     move(src, np.uint64(5), np.uint64(40), dst, np.uint64(7), np.uint64(41))
@@ -82,3 +83,70 @@ def test_register_transpose_moves_one_block(dtype: type) -> None:
         for j in range(cols):
             want[7 + j * 41 + i] = src[5 + i * 40 + j]
     assert np.array_equal(dst, want)  # the rest of dst untouched too
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op", ["mse", "kl_div-log"])
+def test_streamed_out_gives_the_contiguous_bits(op: str, dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An out of STREAM_BYTES and more takes the non-temporal stores; a ragged edge still goes
+    element by element. The threshold is lowered to 4 MiB here (the launch reads it per call):
+    what is tested is the streamed path, and 16 MiB tensors would only slow the test."""
+    monkeypatch.setattr(cpu, "STREAM_BYTES", 1 << 22)
+    rows = 67  # 64 whole-tile rows plus a ragged 3
+    # Rows whole lines apart (so they stream), with half a tile left over at the end of each.
+    cols = cpu.STREAM_BYTES // (rows * torch.empty(0, dtype=dtype).element_size()) // 64 * 64 + 96
+    shape = (rows, cols)
+    x, t, g = (_transposed(shape, dtype, seed) for seed in (1, 2, 3))
+    out = torch.empty(shape, dtype=dtype)
+    assert out.numel() * out.element_size() >= cpu.STREAM_BYTES
+    assert cpu._streams(out, cols)  # the walk's out stride is out's row stride
+    want = CALLS[op](g.contiguous(), x.contiguous(), t.contiguous(), backend="cpu")
+    for cores in sorted({1, min(2, cpu_loops.max_threads())}):
+        got = CALLS[op](g, x, t, backend="cpu", out=out, config=Tiling(tile=4096, cores=cores, variant=Variant.STRIDED))
+        assert torch.equal(_bits(got), _bits(want)), cores
+
+
+def test_streaming_needs_a_large_line_aligned_out() -> None:
+    """The rule that keeps a non-temporal store off a misaligned address (it would fault)."""
+    n = cpu.STREAM_BYTES // 4
+    base = torch.empty(n + 64)  # torch's CPU allocator aligns to 64 bytes
+    assert base.data_ptr() % cpu_loops.LINE == 0
+    assert cpu._streams(base[:n], 1024)
+    assert not cpu._streams(base[1 : n + 1], 1024)  # starts 4 bytes into a line
+    assert not cpu._streams(base[:n], 1000)  # rows 4000 bytes apart: most rows start mid-line
+    assert not cpu._streams(base[: n // 2], 1024)  # small: left in cache for its consumer
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint16], ids=str)
+def test_streamed_register_transpose_moves_one_block(dtype: type) -> None:
+    """The non-temporal twin of the block move, into line-aligned columns of dst."""
+
+    @njit
+    def move(src, s0, ss, dst, d0, ds):
+        cpu_loops._transpose_block_nt(src, s0, ss, dst, d0, ds)
+        cpu_loops._sfence()
+
+    size = np.dtype(dtype).itemsize
+    rows = cols = per_line = cpu_loops._block(size)
+    ds = 3 * per_line  # each column starts a line
+    src = (np.arange(40 * 40) * 3 + 1).astype(dtype)
+    dst = np.zeros(ds * (cols + 2), dtype)
+    d0 = (-(dst.ctypes.data // size)) % per_line  # the first line boundary in dst
+    move(src, np.uint64(5), np.uint64(40), dst, np.uint64(d0), np.uint64(ds))
+    want = np.zeros_like(dst)
+    for i in range(rows):
+        for j in range(cols):
+            want[d0 + j * ds + i] = src[5 + i * 40 + j]
+    assert np.array_equal(dst, want)
+
+
+@pytest.mark.parametrize(("n", "lane"), [(16, 4), (32, 8), (8, 8), (16, 16)])
+def test_unpack_rounds_leave_every_column_whole(n: int, lane: int) -> None:
+    """The in-lane unpack rounds on (row, column) labels: every slot ends as one whole column in
+    row order, and _column_slots finds each column once."""
+    labels = [[(r, c) for c in range(n)] for r in range(n)]
+    slots = cpu_loops._run_rounds(labels, lane, lambda a, b, mask: [(a + b)[m] for m in mask])
+    order = cpu_loops._column_slots(n, lane)
+    assert sorted(order) == list(range(n))
+    for j, slot in enumerate(order):
+        assert slots[slot] == [(r, j) for r in range(n)]

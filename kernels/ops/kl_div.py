@@ -78,13 +78,16 @@ _N0, _N1, _N2, _N3 = (np.float32(c) for c in _NARROW)
 
 def _value_log_narrow(g: float, x: float, t: float, cof: float) -> float:
     # _value_log's reduction, clamp and scale, with the short polynomial (Formula.narrow_value).
+    # The factor -g * cof goes on last: with a 0-d gradient it is one constant LLVM hoists out of
+    # the loop, two vector operations fewer per 16 lanes (0.89-0.91x the time at 2^24, float16
+    # and bfloat16). Two float32 roundings either way, far inside the 16-bit result's half ulp.
     tc = min(max(t, _LO), _HI)
     j = fma(tc, _LOG2E, _ROUND)
     k = j - _ROUND
     r = fma(-k, _LN2_LO, fma(-k, _LN2_HI, tc))
     p = fma(fma(fma(_N3, r, _N2), r, _N1), r, _N0)
     e = ldexp(p, np.float32(j).view(np.int32) - _ROUND_BITS)
-    return (-e * g) * cof
+    return e * (-g * cof)
 
 
 FORMULA = Formula("kl_div", _value, reads_input=False, triton_op=2, live_buffers=3)

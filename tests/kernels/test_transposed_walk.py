@@ -19,7 +19,7 @@ from kernels.modes import Variant
 from kernels.tiling import Tiling
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-# (rows, cols) of out: tile multiples, ragged in either dim, narrower than one 8 x 8 block.
+# (rows, cols) of out: tile multiples, ragged in either dim, narrower than one register block.
 SHAPES = ((128, 64), (130, 77), (64, 200), (5, 300), (300, 3), (9, 9))
 CALLS = {
     "mse": lambda g, x, t, **kw: kernels.mse_loss_backward(g, x, t, "none", **kw),

@@ -127,16 +127,11 @@ class CpuBackend:
             # 2-d with the output unit-strided on the outer dim (the inputs own the inner one):
             # the tiled walk, which transposes through an L1 buffer (cpu_loops.transposed).
             out_strides = geo.strides[3]
-            walk = (
-                kernels.transposed
-                if len(out_strides) == 2 and out_strides[0] == 1 != out_strides[1]
-                else kernels.strided
-            )
-            if walk is kernels.strided:
-                walk[pick](*operands, *_walk_arrays(geo, x_axis), geo.numel, ex.cof, cfg.tile, cfg.cores)
-                return
-            stream = _streams(o, out_strides[1])
-            walk[pick](*operands, *_walk_arrays(geo, x_axis), geo.numel, ex.cof, cfg.tile, cfg.cores, stream)
+            walk_args = (*operands, *_walk_arrays(geo, x_axis), geo.numel, ex.cof, cfg.tile, cfg.cores)
+            if len(out_strides) == 2 and out_strides[0] == 1 != out_strides[1]:
+                kernels.transposed[pick](*walk_args, _streams(o, out_strides[1]))
+            else:
+                kernels.strided[pick](*walk_args)
             return
         kernels.reduce[pick](*operands, *_walk_arrays(geo, x_axis), geo.n_out, ex.cof, cfg.tile, cfg.cores)
 

@@ -66,23 +66,37 @@ def test_transposed_inputs_give_the_contiguous_bits(
         assert torch.equal(_bits(got), _bits(want)), (cores, shape)
 
 
+@njit
+def _move(src, s0, ss, dst, d0, ds):
+    cpu_loops._transpose_block(src, s0, ss, dst, d0, ds)
+
+
+@njit
+def _move_streamed(src, s0, ss, dst, d0, ds):
+    cpu_loops._transpose_block_nt(src, s0, ss, dst, d0, ds)
+    cpu_loops._sfence()
+
+
+def _check_block_move(move: object, dtype: type, ds: int, line_aligned: bool) -> None:
+    """One block moved from src (rows 40 apart, from element 5) into dst (columns ``ds`` apart):
+    every element where the transpose puts it, the rest of dst untouched. ``line_aligned``: the
+    first column starts on a cache line (the streamed stores need it), else at element 7."""
+    n = cpu_loops._block(np.dtype(dtype).itemsize)  # 16 float32, 32 16-bit: one line per column
+    src = (np.arange(40 * 40) * 3 + 1).astype(dtype)
+    dst = np.zeros(ds * (n + 2), dtype)
+    d0 = (-(dst.ctypes.data // dst.itemsize)) % n if line_aligned else 7
+    move(src, np.uint64(5), np.uint64(40), dst, np.uint64(d0), np.uint64(ds))
+    want = np.zeros_like(dst)
+    for i in range(n):
+        for j in range(n):
+            want[d0 + j * ds + i] = src[5 + i * 40 + j]
+    assert np.array_equal(dst, want)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint16], ids=str)
 def test_register_transpose_moves_one_block(dtype: type) -> None:
-    """A square block of one cache line a side (16 float32, 32 16-bit: one line per column)."""
-
-    @njit
-    def move(src, s0, ss, dst, d0, ds):
-        cpu_loops._transpose_block(src, s0, ss, dst, d0, ds)
-
-    rows = cols = cpu_loops._block(np.dtype(dtype).itemsize)
-    src = (np.arange(40 * 40) * 3 + 1).astype(dtype)
-    dst = np.zeros(40 * 40, dtype)
-    move(src, np.uint64(5), np.uint64(40), dst, np.uint64(7), np.uint64(41))
-    want = np.zeros_like(dst)
-    for i in range(rows):
-        for j in range(cols):
-            want[7 + j * 41 + i] = src[5 + i * 40 + j]
-    assert np.array_equal(dst, want)  # the rest of dst untouched too
+    """A square block of one cache line a side, columns 41 elements apart (not line-aligned)."""
+    _check_block_move(_move, dtype, 41, line_aligned=False)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -119,25 +133,8 @@ def test_streaming_needs_a_large_line_aligned_out() -> None:
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint16], ids=str)
 def test_streamed_register_transpose_moves_one_block(dtype: type) -> None:
-    """The non-temporal twin of the block move, into line-aligned columns of dst."""
-
-    @njit
-    def move(src, s0, ss, dst, d0, ds):
-        cpu_loops._transpose_block_nt(src, s0, ss, dst, d0, ds)
-        cpu_loops._sfence()
-
-    size = np.dtype(dtype).itemsize
-    rows = cols = per_line = cpu_loops._block(size)
-    ds = 3 * per_line  # each column starts a line
-    src = (np.arange(40 * 40) * 3 + 1).astype(dtype)
-    dst = np.zeros(ds * (cols + 2), dtype)
-    d0 = (-(dst.ctypes.data // size)) % per_line  # the first line boundary in dst
-    move(src, np.uint64(5), np.uint64(40), dst, np.uint64(d0), np.uint64(ds))
-    want = np.zeros_like(dst)
-    for i in range(rows):
-        for j in range(cols):
-            want[d0 + j * ds + i] = src[5 + i * 40 + j]
-    assert np.array_equal(dst, want)
+    """The non-temporal twin of the block move, into line-aligned columns three lines apart."""
+    _check_block_move(_move_streamed, dtype, 3 * cpu_loops._block(np.dtype(dtype).itemsize), line_aligned=True)
 
 
 @pytest.mark.parametrize(("n", "lane"), [(16, 4), (32, 8), (8, 8), (16, 16)])

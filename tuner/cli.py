@@ -45,7 +45,14 @@ def _parser() -> argparse.ArgumentParser:
     tune = sub.add_parser("tune", help="sweep tile sizes and core counts with optuna")
     _add_case_args(tune)
     tune.add_argument("--sampler", default="auto", choices=("auto", "tpe", "random", "grid"))
-    tune.add_argument("--trials", type=int, help="trials per study (default: the whole grid, or 40)")
+    tune.add_argument(
+        "--trials",
+        type=int,
+        help=(
+            "measured trials per study, shared by all its workers; draws that break a constraint"
+            " do not count (default: the whole grid, or 40)"
+        ),
+    )
     tune.add_argument("--timeout", type=float, help="seconds per study")
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--storage", help="journal file path (default results/tuning/journal.log) or postgresql://...")

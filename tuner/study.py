@@ -65,7 +65,7 @@ def open_storage(url: str | None) -> optuna.storages.BaseStorage:
 class TuneOptions:
     backend: str = "cpu"
     sampler: str = "auto"  # auto, tpe, random, grid
-    trials: int | None = None  # None: the whole grid, or 40 for TPE/random
+    trials: int | None = None  # measured trials in the study, shared by its workers; None: the whole grid, or 40
     timeout_s: float | None = None
     seed: int = 0
     storage: str | None = None
@@ -253,6 +253,10 @@ def _reclaim_interrupted(study: optuna.Study) -> int:
 # change makes stale (the re-tune costs minutes).
 MIN_GAIN = 0.02
 
+# How many draws a TPE or random study may make per measured trial still owed, counting those that
+# break a constraint; a bound, so a sampler that keeps drawing broken points still ends.
+UNMEASURED_DRAWS = 8
+
 
 def decide(default: list[float], winner: list[float]) -> tuple[bool, float, float]:
     """Whether the winner's round medians beat the default's: (keep, gain, noise).
@@ -360,23 +364,25 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
         start += rest
     _reclaim_interrupted(study)
     _enqueue_once(study, space, start)
-    finished = len(
-        [
-            t
-            for t in study.get_trials(deepcopy=False)
-            if t.state.is_finished() and t.user_attrs.get("failure") != "interrupted"
-        ]
-    )
     budget = opts.trials if opts.trials is not None else (space.size if _is_grid(opts, space) else 40)
-    remaining = max(0, budget - finished)
+    remaining = max(0, budget - _measured(study))
+    # TPE and random draw each knob on its own, so some draws break a constraint; those cost no
+    # measurement and do not spend the budget, but a sampler stuck on them must still end.
+    attempts = remaining * UNMEASURED_DRAWS
     if _is_grid(opts, space) and opts.trials is None:  # run exactly the enqueued points, never a random extra
         waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
-        remaining = len(waiting)
-    callbacks = [lambda s, t: progress()] if progress else []
+        remaining = attempts = len(waiting)
+
+    def at_budget(s: optuna.Study, t: optuna.trial.FrozenTrial) -> None:
+        # The budget is the study's, shared by every worker on it (optuna's MaxTrialsCallback pattern).
+        if _measured(s) >= budget:
+            s.stop()
+
+    callbacks = [at_budget, *([lambda s, t: progress()] if progress else [])]
     if remaining:
         study.optimize(
             _objective(bench, space, opts),
-            n_trials=remaining,
+            n_trials=attempts,
             timeout=opts.timeout_s,
             catch=(TrialFailure,),
             callbacks=callbacks,
@@ -388,6 +394,14 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     trials = study.get_trials(deepcopy=False)
     failures = {k: sum(1 for t in trials if t.user_attrs.get("failure") == k) for k in FAILURE_KINDS}
     return StudyResult(name, case, len(trials), {k: v for k, v in failures.items() if v}, final)
+
+
+def _measured(study: optuna.Study) -> int:
+    """Finished trials that spent budget: a constraint break is never compiled or run, and an
+    interrupted trial's measurement never finished (the point is taken up again)."""
+    free = ("constraint", "interrupted")
+    trials = study.get_trials(deepcopy=False)
+    return sum(1 for t in trials if t.state.is_finished() and t.user_attrs.get("failure") not in free)
 
 
 def _is_grid(opts: TuneOptions, space: Space) -> bool:

@@ -47,15 +47,12 @@ def _walk_arrays(geo: Geometry, x_axis: int) -> tuple[np.ndarray, ...]:
     return np.array(spans, np.int64), np.array(geo.shape, np.int64), strides, np.array(geo.rshape, np.int64), rstrides
 
 
-STREAM_BYTES = 1 << 23
-"""Outputs from 8 MiB on are stored non-temporally by the transposed walk. Measured on the bench's
-64-row transposes against ordinary stores (results/performance.md, sections 17 and 19): at 32 MiB
-of out (16-bit 2^24, float32 2^23) 1.3-1.9x faster, at 16 MiB (float32 2^22) 1.1-1.3x. At 8 MiB
-(16-bit 2^22) it depends on whether the out stays in the last-level cache, which ordinary stores
-keep it in and streamed ones bypass: from 1.2x faster to 1.2x slower while this host's L3 held it;
-on a day it did not, the transposed / contiguous ratio fell 1.15-1.66x in 13 of 16 rows (two
-within 1%, one 1.25x worse), and 11 rows came within 1.5x against 3. Smaller outs keep ordinary
-stores."""
+STREAM_BYTES = 1 << 24
+"""Outputs from 16 MiB on are stored non-temporally by the transposed walk. Measured on the bench's
+64-row transposes against ordinary stores (results/performance.md, section 17): at 32 MiB of out
+(16-bit 2^24, float32 2^23) 1.3-1.9x faster, at 16 MiB (float32 2^22) 1.1-1.3x, at 8 MiB (16-bit
+2^22) anywhere from 1.2x faster to 1.2x slower: an out that size still fits the last-level cache,
+which ordinary stores keep it in and streamed ones bypass."""
 
 
 def _streams(out: torch.Tensor, row_stride: int) -> bool:

@@ -52,7 +52,8 @@ STREAM_BYTES = 1 << 24
 64-row transposes against ordinary stores (results/performance.md, section 17): at 32 MiB of out
 (16-bit 2^24, float32 2^23) 1.3-1.9x faster, at 16 MiB (float32 2^22) 1.1-1.3x, at 8 MiB (16-bit
 2^22) anywhere from 1.2x faster to 1.2x slower: an out that size still fits the last-level cache,
-which ordinary stores keep it in and streamed ones bypass."""
+which ordinary stores keep it in and streamed ones bypass. Section 19 measured 8 MiB again: a win
+when the call runs cold, 0.90-1.19x by row when repeated as the bench does; it stays at 16 MiB."""
 
 
 def _streams(out: torch.Tensor, row_stride: int) -> bool:

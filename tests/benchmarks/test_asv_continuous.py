@@ -50,15 +50,22 @@ def test_asv_continuous_flags_a_deliberately_slowed_kernel(tmp_path: Path) -> No
     }
     asv = [sys.executable, "-m", "asv"]
     subprocess.run([*asv, "machine", "--yes", "--machine", "gate"], cwd=clone, env=env, check=True, capture_output=True)
-    gate = subprocess.run(
-        [*asv, "continuous", "--machine", "gate", "-b", "track_time", "--factor", "1.3", "HEAD~1", "HEAD"],
-        cwd=clone,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    out = gate.stdout + gate.stderr
+    # Each commit is measured once, in about a second; on this shared host a slow spell in that
+    # second can make the base read as slow as the slowed commit (CI once saw 11.6 us against the
+    # usual 6.6). asv continuous measures both commits afresh on every call, so a second call is a
+    # second, independent look: a kernel that is not slower fails both.
+    for _attempt in range(2):
+        gate = subprocess.run(
+            [*asv, "continuous", "--machine", "gate", "-b", "track_time", "--factor", "1.3", "HEAD~1", "HEAD"],
+            cwd=clone,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
+        out = gate.stdout + gate.stderr
+        if gate.returncode == 1:
+            break
     assert gate.returncode == 1, out[-4000:]
     assert "PERFORMANCE DECREASED" in out or "SOME BENCHMARKS HAVE CHANGED SIGNIFICANTLY" in out, out[-4000:]
     # asv 0.6 prints a table: | Change | Before | After | Ratio | Benchmark (Parameter) |

@@ -365,13 +365,11 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     _reclaim_interrupted(study)
     _enqueue_once(study, space, start)
     budget = opts.trials if opts.trials is not None else (space.size if _is_grid(opts, space) else 40)
-    remaining = max(0, budget - _measured(study))
     # TPE and random draw each knob on its own, so some draws break a constraint; those cost no
     # measurement and do not spend the budget, but a sampler stuck on them must still end.
-    attempts = remaining * UNMEASURED_DRAWS
+    attempts = max(0, budget - _measured(study)) * UNMEASURED_DRAWS
     if _is_grid(opts, space) and opts.trials is None:  # run exactly the enqueued points, never a random extra
-        waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
-        remaining = attempts = len(waiting)
+        attempts = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
 
     def at_budget(s: optuna.Study, t: optuna.trial.FrozenTrial) -> None:
         # The budget is the study's, shared by every worker on it (optuna's MaxTrialsCallback pattern).
@@ -379,7 +377,7 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
             s.stop()
 
     callbacks = [at_budget, *([lambda s, t: progress()] if progress else [])]
-    if remaining:
+    if attempts:
         study.optimize(
             _objective(bench, space, opts),
             n_trials=attempts,

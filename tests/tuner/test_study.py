@@ -87,9 +87,8 @@ def test_constraint_breaking_config_is_recorded_not_run(storage: str) -> None:
 def test_draws_that_break_a_constraint_do_not_spend_the_budget(storage: str) -> None:
     # Random draws each knob on its own; on the CPU space prefetch with the strided variant breaks
     # prefetch_contiguous, and seed 0 draws such points.
-    st.tune_case(CASE, st.TuneOptions(storage=storage, sampler="random", trials=6, min_time_s=0.002, rounds=2))
-    journal = st.open_storage(storage)
-    study = optuna.load_study(study_name=optuna.get_all_study_names(journal)[0], storage=journal)
+    result = st.tune_case(CASE, st.TuneOptions(storage=storage, sampler="random", trials=6, min_time_s=0.002, rounds=2))
+    study = optuna.load_study(study_name=result.name, storage=st.open_storage(storage))
     trials = study.get_trials(deepcopy=False)
     broken = [t for t in trials if t.user_attrs.get("failure") == "constraint"]
     assert broken, "seed 0 drew no constraint-breaking point: the test no longer exercises the budget rule"

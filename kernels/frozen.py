@@ -7,6 +7,7 @@ or whose entries no longer fit the current space is reported once and skipped, n
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import json
@@ -40,15 +41,30 @@ _KERNEL_SOURCES = {"cpu": "backends/cpu_loops.py"}
 _TRITON_SOURCE = "backends/triton_loops.py"
 
 
+class _DropDocstrings(ast.NodeTransformer):
+    """Removes every statement that is a bare string: docstrings, and the notes after constants."""
+
+    def visit_Expr(self, node: ast.Expr) -> ast.AST | None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return None
+        return node
+
+
+def code_hash(source: str) -> str:
+    """Hash of what a module computes: its syntax tree without docstrings. Comments, docstrings and
+    layout do not reach the tree, so editing them keeps every frozen entry; any change to the code
+    (a constant, a line of a loop) changes the hash."""
+    tree = _DropDocstrings().visit(ast.parse(source))
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
+
+
 @cache
 def kernel_hash(backend: str, op: str) -> str:
-    """Hash of the kernel source a config was tuned on: the backend's loops and the op's module."""
+    """Hash of the kernel code a config was tuned on: the backend's loops and the op's module."""
     package = Path(__file__).parent
     files = (_KERNEL_SOURCES.get(backend, _TRITON_SOURCE), f"ops/{op}.py")
-    digest = hashlib.sha256()
-    for name in files:
-        digest.update((package / name).read_bytes())
-    return digest.hexdigest()[:16]
+    parts = " ".join(code_hash((package / name).read_text()) for name in files)
+    return hashlib.sha256(parts.encode()).hexdigest()[:16]
 
 
 def config_path(backend: str, device: str, root: Path | None = None) -> Path:
@@ -167,25 +183,34 @@ def lookup(
     for entry in near:
         config = _usable(table, entry, space, backend, same_problem=False)
         if config is not None:
-            return _carried(config, space, f"frozen {name} [nearest 2^{entry.get('bucket')}")
+            larger = int(entry.get("bucket", 0)) <= key.bucket  # type: ignore[call-overload]
+            return _carried(config, space, f"frozen {name} [nearest 2^{entry.get('bucket')}", stream=larger)
     common = (table.common or {}).get(common_name(key.op.value, key.log_target))
     if isinstance(common, dict):
         config = _usable(table, common, space, backend, same_problem=False)
         if config is not None:
-            return _carried(config, space, f"frozen {name} [best common")
+            return _carried(config, space, f"frozen {name} [best common", stream=False)
     return None
 
 
-def _carried(config: Tiling, space: Space, source: str) -> tuple[Tiling, str]:
-    """A config tuned on another problem, capped at this problem's default core count.
+def _carried(config: Tiling, space: Space, source: str, *, stream: bool) -> tuple[Tiling, str]:
+    """A config tuned on another problem, capped at this problem's default core count, and with
+    ordinary stores unless ``stream`` (it goes to a problem at least as large as its own).
 
     Every backend's default sizes its cores (threads, programs, AI cores) to the work; a config
     tuned at 2^16 with two threads, carried to 2^10, spent 8 us waking a thread for 1 us of work
     (results/performance.md). More cores than the default never pays on a smaller problem, so the
-    cap keeps the tuned tile and variant and takes the default's parallelism.
+    cap keeps the tuned tile and variant and takes the default's parallelism. Streamed stores pay
+    only once out no longer fits the cache, and cost 1.0-1.25x where it still does (section 20): a
+    smaller problem, or one of any size through the size-blind common config, stores ordinarily.
     """
+    notes = []
     if config.cores > space.default.cores:
         capped = dataclasses.replace(config, cores=space.default.cores)
         if capped in space:
-            return capped, f"{source}, cores capped at {capped.cores}]"
-    return config, f"{source}]"
+            config = capped
+            notes.append(f"cores capped at {capped.cores}")
+    if config.stream and not stream:
+        config = dataclasses.replace(config, stream=False)  # always a member: stream only ever narrows
+        notes.append("not streamed")
+    return config, source + "".join(f", {n}" for n in notes) + "]"

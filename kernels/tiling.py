@@ -32,6 +32,7 @@ class Tiling:
     sub_tile: int = 0  # npu only: the per-step piece that lives in the Unified Buffer
     multibuffer: bool = False  # npu only: double-buffer the UB so copy-in overlaps compute
     prefetch: int = 0  # cpu only: a block prefetches the input lines this many tiles ahead (0: none)
+    stream: bool = False  # cpu only: out is stored through an L1 buffer as whole non-temporal lines
 
     def to_dict(self) -> dict[str, object]:
         return {**dataclasses.asdict(self), "variant": self.variant.value}
@@ -56,6 +57,8 @@ class Tiling:
             parts.append("multibuffer")
         if self.prefetch:
             parts.append(f"prefetch={self.prefetch}")
+        if self.stream:
+            parts.append("stream")
         return " ".join(parts)
 
 
@@ -150,13 +153,31 @@ _CPU_PREFETCHING = Constraint(  # one object, so that spaces built twice compare
 )
 
 
+# Streamed stores (cpu_loops._stream_out) go through a buffer of one tile, which must stay in L1
+# beside the inputs' lines: 4096 float32 are 16 KiB. Whether streaming pays depends on whether out
+# still fits the last-level cache and on how many inputs the loop reads (results/performance.md,
+# section 20), so it is a knob, not a size rule.
+CPU_STREAM_TILE_MAX = 4096
+_CPU_STREAMING = Constraint(
+    "stream_buffered",
+    f"not stream or (variant in (flat, scalar_grad) and tile <= {CPU_STREAM_TILE_MAX})",  # the loops that stream
+    lambda c: not c.stream or (c.variant in (Variant.FLAT, Variant.SCALAR_GRAD) and c.tile <= CPU_STREAM_TILE_MAX),
+)
+
+
 def cpu_space(facts: DeviceFacts, variants: tuple[Variant, ...], numel: int) -> Space:
     """Default: what PyTorch ships untuned, one thread per GRAIN_SIZE elements up to all threads,
-    no software prefetch."""
+    no software prefetch, ordinary stores."""
     cores = tuple(range(1, facts.cores + 1))
     default = Tiling(tile=4096, cores=max(1, min(facts.cores, math.ceil(numel / CPU_GRAIN))), variant=variants[0])
-    knobs = (("variant", variants), ("tile", CPU_TILES), ("cores", cores), ("prefetch", CPU_PREFETCH))
-    return Space("cpu", knobs, (_CPU_PREFETCHING,), default)
+    knobs = (
+        ("variant", variants),
+        ("tile", CPU_TILES),
+        ("cores", cores),
+        ("prefetch", CPU_PREFETCH),
+        ("stream", (False, True)),
+    )
+    return Space("cpu", knobs, (_CPU_PREFETCHING, _CPU_STREAMING), default)
 
 
 # ---- cuda: persistent Triton programs ---------------------------------------------------------------

@@ -122,7 +122,7 @@ class CpuBackend:
         variant = cfg.variant
         if variant is Variant.FLAT or variant is Variant.SCALAR_GRAD:
             fn = (kernels.flat if variant is Variant.FLAT else kernels.scalar_grad)[pick]
-            fn(*operands, geo.numel, ex.cof, cfg.tile, cfg.tile * cfg.prefetch, cfg.cores)
+            fn(*operands, geo.numel, ex.cof, cfg.tile, cfg.tile * cfg.prefetch, cfg.cores, cfg.stream)
             return
         if variant is Variant.STRIDED:
             # 2-d with the output unit-strided on the outer dim (the inputs own the inner one):

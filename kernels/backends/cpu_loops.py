@@ -414,6 +414,51 @@ def _sfence(typingctx):
 
 
 @intrinsic
+def _stream_line(typingctx, src, s0, dst, d0):
+    """dst[d0:d0 + n] = src[s0:s0 + n] for one cache line of elements (n = LINE / width), as one
+    vector load and one non-temporal store. The caller guarantees dst + d0 is line-aligned: a
+    misaligned non-temporal store faults. src and dst hold the same element type (raw bits)."""
+    if not (isinstance(src, types.Array) and isinstance(dst, types.Array) and src.dtype == dst.dtype):
+        return None
+    if src.dtype.bitwidth not in (16, 32):
+        return None
+
+    def codegen(context, builder, signature, args):
+        width = src.dtype.bitwidth // 8
+        lane = ir.IntType(8 * width)
+        vec = ir.VectorType(lane, LINE // width)
+        set.add(builder.function.attributes, '"min-legal-vector-width"="512"')  # as in _transpose_block
+
+        def at(array: ir.Value, offset: ir.Value) -> ir.Value:
+            data = context.make_array(src)(context, builder, array).data
+            return builder.bitcast(builder.gep(builder.bitcast(data, lane.as_pointer()), [offset]), vec.as_pointer())
+
+        line = builder.load(at(args[0], args[1]), align=width)
+        store = builder.store(line, at(args[2], args[3]), align=LINE)
+        store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(_I32, 1)]))
+        return context.get_dummy_value()
+
+    return types.none(src, s0, dst, d0), codegen
+
+
+@njit(inline="always")
+def _stream_out(buf, m, o, s, po):
+    """buf[:m] into o[s:s + m] (uint64 bounds; po: out's address): its whole lines non-temporally,
+    the ragged ends before the first line boundary and after the last one element by element.
+    Any out address works: the boundaries come from the address, not from s."""
+    size, line = np.uint64(o.itemsize), np.uint64(LINE)
+    head = min(m, (line - (np.uint64(po) + s * size) % line) % line // size)
+    step = line // size
+    whole = head + (m - head) // step * step
+    for i in range(head):
+        o[s + i] = buf[i]
+    for i in range(head, whole, step):
+        _stream_line(buf, i, o, s + i)
+    for i in range(whole, m):
+        o[s + i] = buf[i]
+
+
+@intrinsic
 def _prefetch(typingctx, a, i):
     """Prefetch the line holding a[i] into every cache level (``llvm.prefetch``: read, locality 3,
     data), a prefetcht0. A hint: it never faults, so a line past the end costs nothing but a slot."""
@@ -535,37 +580,58 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
     # ``ahead`` > 0: before each tile, a block prefetches its inputs' lines ``ahead`` elements on
     # (one tile's worth), so the loads of the next tiles overlap this tile's arithmetic. x is
     # skipped where it is t (a formula that never reads self is handed target twice).
-    def flat(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks):
+    # ``stream``: each tile's values go into an L1 buffer first, then into out as whole lines
+    # stored non-temporally (_stream_out): a line of out is then never read in before it is
+    # written (no read-for-ownership), which saves a third of the traffic of a one-input loop once
+    # out no longer fits the last-level cache, and costs where it still does (results/performance.md,
+    # section 20): the tuner decides, per problem (tiling.cpu_space).
+    def flat(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks, stream):
         g, x, t, o = _view(pg, n, tg), _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)
         cof = np.float32(cof64)
-        chunk = ((n + nblocks - 1) // nblocks + 15) // 16 * 16  # whole cache lines per block
+        chunk = ((n + nblocks - 1) // nblocks + 31) // 32 * 32  # whole cache lines per block
         un, uahead, own_x = np.uint64(n), np.uint64(ahead), px != pt
         for b in prange(nblocks):
             vectors()
+            buf = np.empty(tile if stream else 0, to.dtype)
             end = min(n, (b + 1) * chunk)
             for s in range(b * chunk, end, tile):
-                us = np.uint64(s)
+                us, stop = np.uint64(s), np.uint64(min(s + tile, end))
                 if uahead:
                     _prefetch_window(g, us + uahead, np.uint64(tile), un)
                     _prefetch_inputs(x, t, own_x, us + uahead, np.uint64(tile), un)
-                for i in range(us, np.uint64(min(s + tile, end))):
-                    _store(o, i, value(_load(g, i), _load(x, i), _load(t, i), cof))
+                if stream:
+                    for i in range(stop - us):
+                        _store(buf, i, value(_load(g, us + i), _load(x, us + i), _load(t, us + i), cof))
+                    _stream_out(buf, stop - us, o, us, po)
+                else:
+                    for i in range(us, stop):
+                        _store(o, i, value(_load(g, i), _load(x, i), _load(t, i), cof))
+            if stream:
+                _sfence()
 
-    def scalar_grad(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks):
+    def scalar_grad(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks, stream):
         x, t, o = _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)
         cof = np.float32(cof64)
         g0 = _load(_view(pg, 1, tg), 0)  # read once, not n times
-        chunk = ((n + nblocks - 1) // nblocks + 15) // 16 * 16
+        chunk = ((n + nblocks - 1) // nblocks + 31) // 32 * 32
         un, uahead, own_x = np.uint64(n), np.uint64(ahead), px != pt
         for b in prange(nblocks):
             vectors()
+            buf = np.empty(tile if stream else 0, to.dtype)
             end = min(n, (b + 1) * chunk)
             for s in range(b * chunk, end, tile):
-                us = np.uint64(s)
+                us, stop = np.uint64(s), np.uint64(min(s + tile, end))
                 if uahead:
                     _prefetch_inputs(x, t, own_x, us + uahead, np.uint64(tile), un)
-                for i in range(us, np.uint64(min(s + tile, end))):
-                    _store(o, i, value(g0, _load(x, i), _load(t, i), cof))
+                if stream:
+                    for i in range(stop - us):
+                        _store(buf, i, value(g0, _load(x, us + i), _load(t, us + i), cof))
+                    _stream_out(buf, stop - us, o, us, po)
+                else:
+                    for i in range(us, stop):
+                        _store(o, i, value(g0, _load(x, i), _load(t, i), cof))
+            if stream:
+                _sfence()
 
     def strided(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks):
         # shape[nd], strides[4, nd] in elements for g, x, t, o; innermost dim last; spans[4]: the
@@ -642,10 +708,11 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
         # where every line of a column maps to the same cache set, and the strided side's loads or
         # stores stay scalar. So the problem goes in 64 x 64 tiles through an L1 buffer of out's
         # element type: pass (a) runs the formula along dim 1, the inputs' order, vectorised like
-        # flat; pass (b) moves the buffer into out along dim 0, 16-column blocks at a time through
-        # registers (_transpose_block), each output column run stored as whole lines. Each block owns a contiguous
-        # range of tiles, column strip by column strip, so its stores advance along each output
-        # line run in order (round-robin tiles measured 1.3x slower; results/performance.md).
+        # flat; pass (b) moves the buffer into out along dim 0 through registers, blocks one cache
+        # line a side (_transpose_block, _block), each output column run stored as whole lines.
+        # Each block owns a contiguous range of tiles, column strip by column strip, so its stores
+        # advance along each output line run in order (round-robin tiles measured 1.3x slower;
+        # results/performance.md).
         # ``stream`` (the launch decides: a large, line-aligned out): those whole-line stores are
         # non-temporal. Every tile writes a line or two into each of 64 rows a power of two apart,
         # too many streams for the hardware prefetcher, so each ordinary store waited on reading

@@ -74,7 +74,7 @@ def _loop_ir(formula: object, compute_bound: bool) -> str:
     loops = cpu_loops.make_cpu_kernels(formula.value, compute_bound)  # type: ignore[attr-defined]
     a, tag = np.zeros(64, np.float32), np.empty(0, np.float32)
     p = a.ctypes.data
-    loops.scalar_grad[0](p, p, p, p, tag, tag, tag, tag, 64, 1.0, 16, 0, 1)  # tile 16, no prefetch, 1 core
+    loops.scalar_grad[0](p, p, p, p, tag, tag, tag, tag, 64, 1.0, 16, 0, 1, False)  # tile 16, 1 core, plain
     return "\n".join(loops.scalar_grad[0].inspect_llvm().values())
 
 

@@ -87,6 +87,21 @@ def test_a_config_carried_to_a_smaller_problem_keeps_its_default_core_count(tmp_
     assert frozen.lookup("cpu", "dev", key_22, big_space, tmp_path) == (tuned_big, "frozen dev.json [nearest 2^16]")
 
 
+def test_a_streamed_config_streams_only_on_problems_at_least_as_large_as_its_own(tmp_path: Path) -> None:
+    space, key = _space_and_key(20)
+    streamed = Tiling(tile=256, cores=2, variant=Variant.FLAT, prefetch=2, stream=True)
+    ordinary = Tiling(tile=256, cores=2, variant=Variant.FLAT, prefetch=2)
+    _write(tmp_path, [_entry(key, space, 23, streamed)], {"mse": _entry(key, space, 0, streamed)})
+    at = {b: ProblemKey(key.op, key.dtype, b, key.grad_kind, key.layout, key.reduction_kind) for b in (22, 23, 26)}
+    assert frozen.lookup("cpu", "dev", at[26], space, tmp_path) == (streamed, "frozen dev.json [nearest 2^23]")
+    assert frozen.lookup("cpu", "dev", at[23], space, tmp_path) == (streamed, "frozen dev.json [exact 2^23]")
+    smaller = frozen.lookup("cpu", "dev", at[22], space, tmp_path)
+    assert smaller == (ordinary, "frozen dev.json [nearest 2^23, not streamed]")
+    scalar = ProblemKey(key.op, key.dtype, 26, GradKind.SCALAR, key.layout, "reduced")
+    common = frozen.lookup("cpu", "dev", scalar, space, tmp_path)
+    assert common == (ordinary, "frozen dev.json [best common, not streamed]")
+
+
 def test_corrupt_file_is_reported_and_skipped(tmp_path: Path) -> None:
     space, key = _space_and_key()
     path = frozen.config_path("cpu", "dev", tmp_path)
@@ -183,3 +198,15 @@ def test_kl_with_log_target_has_entries_and_a_common_config_of_its_own(tmp_path:
     near = ProblemKey(key.op, key.dtype, 12, key.grad_kind, key.layout, key.reduction_kind, True)
     _write(tmp_path, [], {"kl_div": _entry(key, space, 0, plain), "kl_div-log": _entry(key, space, 0, log)})
     assert frozen.lookup("cpu", "dev", near, space, tmp_path)[0] == log
+
+
+def test_the_kernel_hash_follows_the_code_not_its_comments() -> None:
+    code = (
+        'def value(g, x, t, cof):\n    """The formula."""\n    return (x - t) * cof * g\n\n'
+        'LIMIT = 4096\n"""A note."""\n'
+    )
+    same = code.replace("    return", "    # why, in words\n    return").replace('"""A note."""', '"""Reworded."""')
+    assert frozen.code_hash(same) == frozen.code_hash(code)
+    assert frozen.code_hash(code.replace("4096", "8192")) != frozen.code_hash(code)
+    assert frozen.code_hash(code.replace("(x - t) * cof", "(t - x) * cof")) != frozen.code_hash(code)
+    assert frozen.kernel_hash("cpu", "mse") != frozen.kernel_hash("cpu", "l1")

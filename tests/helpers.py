@@ -1,5 +1,6 @@
-"""Test-side wrappers of kernels.accuracy (the one accuracy bar shared with the tuner), and a
-fresh-process runner for builds chosen at import time."""
+"""Test-side wrappers of kernels.accuracy (the one accuracy bar shared with the tuner), a
+fresh-process runner for builds chosen at import time, and the public calls and cases the CPU
+loop-knob tests (prefetch, stream) sweep."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from pathlib import Path
 
 import torch
 
+import kernels
 from kernels.accuracy import mismatch, ulps_for
 
-__all__ = ["assert_within", "run_fresh", "ulps_for"]
+__all__ = ["CALLS", "DTYPES", "LOOP_SIZES", "as_bits", "assert_within", "run_fresh", "ulps_for"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,3 +34,18 @@ def run_fresh(code: str, env: dict[str, str]) -> str:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout.strip()
+
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+LOOP_SIZES = (1, 37, 1000, 4096 + 13, 3 * 4096)  # below a line, ragged, tile-ragged, whole tiles
+CALLS = {  # every op and KL mode by its tuner name, through the public API
+    "mse": lambda g, x, t, red, **kw: kernels.mse_loss_backward(g, x, t, red, **kw),
+    "l1": lambda g, x, t, red, **kw: kernels.l1_loss_backward(g, x, t, red, **kw),
+    "kl_div": lambda g, x, t, red, **kw: kernels.kl_div_backward(g, x, t, red, False, **kw),
+    "kl_div-log": lambda g, x, t, red, **kw: kernels.kl_div_backward(g, x, t, red, True, **kw),
+}
+
+
+def as_bits(v: torch.Tensor) -> torch.Tensor:
+    """The raw bits of a float tensor, for bitwise comparisons (torch.equal treats -0.0 == 0.0)."""
+    return v.view(torch.int32 if v.dtype == torch.float32 else torch.int16)

@@ -17,15 +17,7 @@ from kernels.backends import cpu_loops
 from kernels.modes import Variant
 from kernels.ops import kl_div, mse
 from kernels.tiling import CPU_PREFETCH, Tiling, cpu_space
-
-DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-SIZES = (1, 37, 1000, 4096 + 13, 3 * 4096)  # below a line, ragged, tile-ragged, whole tiles
-CALLS = {
-    "mse": lambda g, x, t, red, **kw: kernels.mse_loss_backward(g, x, t, red, **kw),
-    "l1": lambda g, x, t, red, **kw: kernels.l1_loss_backward(g, x, t, red, **kw),
-    "kl_div": lambda g, x, t, red, **kw: kernels.kl_div_backward(g, x, t, red, False, **kw),
-    "kl_div-log": lambda g, x, t, red, **kw: kernels.kl_div_backward(g, x, t, red, True, **kw),
-}
+from tests.helpers import CALLS, DTYPES, LOOP_SIZES, as_bits
 
 
 @pytest.fixture(autouse=True)
@@ -35,11 +27,7 @@ def _cpu() -> None:
         pytest.skip(why)
 
 
-def _bits(v: torch.Tensor) -> torch.Tensor:
-    return v.view(torch.int32 if v.dtype == torch.float32 else torch.int16)
-
-
-@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("n", LOOP_SIZES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("op", CALLS)
 @pytest.mark.parametrize("reduction", ["none", "mean"])
@@ -50,11 +38,11 @@ def test_every_prefetch_distance_gives_the_same_bits(op: str, dtype: torch.dtype
     # A 0-d gradient of a one-element problem is planned as flat (every operand has one element).
     variant = Variant.FLAT if reduction == "none" or n == 1 else Variant.SCALAR_GRAD
     cores = range(1, min(2, cpu_loops.max_threads()) + 1)
-    want = _bits(CALLS[op](g, x, t, reduction, backend="cpu", config=Tiling(256, 1, variant)))
+    want = as_bits(CALLS[op](g, x, t, reduction, backend="cpu", config=Tiling(256, 1, variant)))
     for c in cores:
         for ahead in CPU_PREFETCH:
             got = CALLS[op](g, x, t, reduction, backend="cpu", config=Tiling(256, c, variant, prefetch=ahead))
-            assert torch.equal(_bits(got), want), f"cores={c} prefetch={ahead}"
+            assert torch.equal(as_bits(got), want), f"cores={c} prefetch={ahead}"
 
 
 def test_prefetch_is_a_knob_of_the_contiguous_variants_only() -> None:

@@ -20,15 +20,7 @@ from kernels.backends import cpu_loops
 from kernels.modes import Variant
 from kernels.ops import mse
 from kernels.tiling import CPU_STREAM_TILE_MAX, CPU_TILES, Tiling, cpu_space
-
-DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-SIZES = (1, 37, 1000, 4096 + 13, 3 * 4096)  # below a line, ragged, tile-ragged, whole tiles
-CALLS = {
-    "mse": lambda g, x, t, red, **kw: kernels.mse_loss_backward(g, x, t, red, **kw),
-    "l1": lambda g, x, t, red, **kw: kernels.l1_loss_backward(g, x, t, red, **kw),
-    "kl_div": lambda g, x, t, red, **kw: kernels.kl_div_backward(g, x, t, red, False, **kw),
-    "kl_div-log": lambda g, x, t, red, **kw: kernels.kl_div_backward(g, x, t, red, True, **kw),
-}
+from tests.helpers import CALLS, DTYPES, LOOP_SIZES, as_bits
 
 
 @pytest.fixture(autouse=True)
@@ -38,11 +30,7 @@ def _cpu() -> None:
         pytest.skip(why)
 
 
-def _bits(v: torch.Tensor) -> torch.Tensor:
-    return v.view(torch.int32 if v.dtype == torch.float32 else torch.int16)
-
-
-@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("n", LOOP_SIZES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("op", CALLS)
 @pytest.mark.parametrize("reduction", ["none", "mean"])
@@ -53,7 +41,7 @@ def test_streamed_stores_give_the_same_bits_and_touch_nothing_else(
     x, t = torch.randn(n, generator=gen).to(dtype), torch.randn(n, generator=gen).to(dtype)
     g = torch.randn(n, generator=gen).to(dtype) if reduction == "none" else torch.tensor(0.75).to(dtype)
     variant = Variant.FLAT if reduction == "none" or n == 1 else Variant.SCALAR_GRAD
-    want = _bits(CALLS[op](g, x, t, reduction, backend="cpu", config=Tiling(256, 1, variant)))
+    want = as_bits(CALLS[op](g, x, t, reduction, backend="cpu", config=Tiling(256, 1, variant)))
     for lead in (0, 1, 7):  # out at a line boundary (torch aligns to 64 B), one and seven elements past it
         storage = torch.full((n + lead + 3,), 5.0).to(dtype)
         out = storage[lead : lead + n]
@@ -62,7 +50,7 @@ def test_streamed_stores_give_the_same_bits_and_touch_nothing_else(
                 config = Tiling(tile, cores, variant, prefetch=1, stream=True)
                 got = CALLS[op](g, x, t, reduction, backend="cpu", config=config, out=out)
                 assert got.data_ptr() == out.data_ptr()
-                assert torch.equal(_bits(out), want), f"lead={lead} cores={cores} tile={tile}"
+                assert torch.equal(as_bits(out), want), f"lead={lead} cores={cores} tile={tile}"
                 # The elements before and after out keep their sentinel: no whole line spilled over.
                 assert torch.equal(storage[:lead], torch.full((lead,), 5.0).to(dtype))
                 assert torch.equal(storage[lead + n :], torch.full((3,), 5.0).to(dtype))

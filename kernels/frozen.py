@@ -195,14 +195,17 @@ def lookup(
 
 def _carried(config: Tiling, space: Space, source: str, *, stream: bool) -> tuple[Tiling, str]:
     """A config tuned on another problem, capped at this problem's default core count, and with
-    ordinary stores unless ``stream`` (it goes to a problem at least as large as its own).
+    ordinary stores unless ``stream`` (it goes to a problem at least as large as its own) or this
+    problem's default streams (the transposed walk's does from 16 MiB of out on).
 
     Every backend's default sizes its cores (threads, programs, AI cores) to the work; a config
     tuned at 2^16 with two threads, carried to 2^10, spent 8 us waking a thread for 1 us of work
     (results/performance.md). More cores than the default never pays on a smaller problem, so the
     cap keeps the tuned tile and variant and takes the default's parallelism. Streamed stores pay
     only once out no longer fits the cache, and cost 1.0-1.25x where it still does (section 20): a
-    smaller problem, or one of any size through the size-blind common config, stores ordinarily.
+    smaller problem, or one of any size through the size-blind common config, stores as its own
+    default does. A config carried from a smaller problem that did not stream does not switch off
+    a default's streaming either: that smaller out may have fit the cache where this one does not.
     """
     notes = []
     if config.cores > space.default.cores:
@@ -210,7 +213,8 @@ def _carried(config: Tiling, space: Space, source: str, *, stream: bool) -> tupl
         if capped in space:
             config = capped
             notes.append(f"cores capped at {capped.cores}")
-    if config.stream and not stream:
-        config = dataclasses.replace(config, stream=False)  # always a member: stream only ever narrows
-        notes.append("not streamed")
+    want = space.default.stream or (config.stream and stream)
+    if config.stream != want:
+        config = dataclasses.replace(config, stream=want)  # a member: every space with the knob has both
+        notes.append("streamed as the default" if want else "not streamed")
     return config, source + "".join(f", {n}" for n in notes) + "]"

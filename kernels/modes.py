@@ -44,6 +44,9 @@ class Layout(str, Enum):
 
     CONTIGUOUS = "contiguous"  # every operand dense, same shape as the iteration space
     STRIDED = "strided"  # some operand broadcast or non-contiguous
+    # 2-d, out unit-strided on the outer dim and the inputs on the inner one (transposed inputs,
+    # contiguous out): a walk of its own on the CPU (cpu_loops.transposed), tuned apart.
+    TRANSPOSED = "transposed"
     REDUCE = "reduce"  # KL only: input smaller than broadcast(input, target), summed back
 
 

@@ -90,7 +90,7 @@ class Geometry:
         """The legal variants, the vendor's pick first."""
         if self.layout is Layout.REDUCE:
             return (Variant.REDUCE,)
-        if self.layout is Layout.STRIDED:
+        if self.layout is Layout.STRIDED or self.layout is Layout.TRANSPOSED:
             return (Variant.STRIDED,)
         if self.grad_kind is GradKind.SCALAR and self.numel > 1:
             return (Variant.SCALAR_GRAD, Variant.STRIDED)
@@ -170,7 +170,15 @@ def elementwise_geometry(
     if layout is Layout.STRIDED:
         shape, strides = reorder(shape, strides, [t.element_size() for t in operands])
     cshape, cstrides = coalesce(shape, strides)
+    if layout is Layout.STRIDED and transposed(cstrides[3]):
+        layout = Layout.TRANSPOSED
     return Geometry(layout, grad_kind, numel, numel, cshape, cstrides)
+
+
+def transposed(out_strides: tuple[int, ...]) -> bool:
+    """Whether a coalesced, reordered 2-d walk writes out along its outer dim: reorder put the
+    inputs' unit stride inside, so the inputs and out disagree on which dim is contiguous."""
+    return len(out_strides) == 2 and out_strides[0] == 1 != out_strides[1]
 
 
 def reduce_geometry(

@@ -180,6 +180,36 @@ def cpu_space(facts: DeviceFacts, variants: tuple[Variant, ...], numel: int) -> 
     return Space("cpu", knobs, (_CPU_PREFETCHING, _CPU_STREAMING), default)
 
 
+# The transposed walk (cpu_loops.transposed) goes in fixed 64 x 64 tiles through an L1 buffer; 16 to
+# 256 rows or columns measured no better (results/performance.md, sections 13 and 17), so its tile
+# is not a knob. Its stores of out's columns are non-temporal where the config says stream: from 16
+# MiB of out on that was 1.3-1.9x faster, while at 8 MiB the sign depends on whether out is still
+# cached from the last call and on how many inputs compete (sections 17, 19). So the default keeps
+# that size rule and the tuner decides per bucket.
+CPU_TRANSPOSED_TILE = 64 * 64
+CPU_STREAM_OUT_BYTES = 1 << 24
+
+
+def cpu_transposed_space(facts: DeviceFacts, numel: int, out_bytes: int) -> Space:
+    """The space of a transposed walk: cores and stream. Default: the cores of cpu_space's default,
+    streamed stores from an out of CPU_STREAM_OUT_BYTES on. The launch stores ordinarily, whatever
+    the config, where out's lines are not aligned for non-temporal stores."""
+    cores = tuple(range(1, facts.cores + 1))
+    default = Tiling(
+        tile=CPU_TRANSPOSED_TILE,
+        cores=max(1, min(facts.cores, math.ceil(numel / CPU_GRAIN))),
+        variant=Variant.STRIDED,
+        stream=out_bytes >= CPU_STREAM_OUT_BYTES,
+    )
+    knobs = (
+        ("variant", (Variant.STRIDED,)),
+        ("tile", (CPU_TRANSPOSED_TILE,)),
+        ("cores", cores),
+        ("stream", (False, True)),
+    )
+    return Space("cpu", knobs, (), default)
+
+
 # ---- cuda: persistent Triton programs ---------------------------------------------------------------
 
 CUDA_TILES = _pow2(256, 8192)

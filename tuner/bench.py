@@ -13,7 +13,7 @@ import torch
 from kernels import backends, timing
 from kernels.accuracy import mismatch
 from kernels.modes import Op
-from tuner.problems import Case
+from tuner.problems import Case, InputLayout
 
 
 @dataclass(frozen=True)
@@ -55,42 +55,10 @@ def _public(case: Case) -> Callable[..., torch.Tensor]:
     return lambda g, x, t, out, backend: kl_div.kl_div_backward(g, x, t, red, log_target=log, out=out, backend=backend)
 
 
-LAYOUTS = ("contiguous", "broadcast", "strided")
-
-
-def layout_inputs(case: Case, layout: str, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The case's inputs as a user might hand them over, same element count as the contiguous case.
-
-    broadcast: target is one row broadcast over 64 rows (a stride-0 operand, no copy); strided:
-    input and target are transposed views of a (cols x 64) tensor, so the innermost stride is 64.
-    """
-    g, x, t = case.inputs(device)
-    if layout == "contiguous" or case.numel % 64:
-        return g, x, t
-    rows, cols = 64, case.numel // 64
-    if layout == "broadcast":
-        return (
-            g.reshape(rows, cols) if g.dim() else g,
-            x.reshape(rows, cols),
-            t.reshape(rows, cols)[:1].expand(rows, cols),
-        )
-    if layout == "strided":
-
-        def view(v: torch.Tensor) -> torch.Tensor:
-            return v.reshape(cols, rows).t()
-
-        return (view(g) if g.dim() else g), view(x), view(t)
-    raise ValueError(f"layout: expected one of {', '.join(LAYOUTS)}, got {layout!r}")
-
-
-def bench_case(
-    case: Case, backend: str, *, min_time_s: float = 0.1, rounds: int = 3, seed: int = 0, layout: str = "contiguous"
-) -> BenchRow:
+def bench_case(case: Case, backend: str, *, min_time_s: float = 0.1, rounds: int = 3, seed: int = 0) -> BenchRow:
     device = timing.backend_device(backend)
-    g, x, t = layout_inputs(case, layout, device)
+    g, x, t = case.inputs(device)
     out = case.out_like(x)
-    if layout != "contiguous":
-        out = out.reshape(x.shape)
     tuned = case.phase_one(g, x, t, out, backend)
     default = case.phase_one(g, x, t, out, backend, tuned.space.default)
     launch = backends.get(backend).launch
@@ -144,7 +112,7 @@ def bench_case(
         med[1] / med[0],
         med[2] / med[0],
         med[3],
-        layout,
+        case.layout.value,
     )
 
 
@@ -209,14 +177,15 @@ REPORT_LAYOUT_SIZE = "2^22"
 def report_rows(
     cases: list[Case], backend: str, *, min_time_s: float = 0.05, rounds: int = 3, layouts: bool = True
 ) -> list[BenchRow]:
-    """The size sweep, then broadcast and strided forms of the REPORT_LAYOUT_SIZE cases."""
+    """The size sweep, then broadcast and transposed forms of the contiguous REPORT_LAYOUT_SIZE cases."""
     rows = [bench_case(c, backend, min_time_s=min_time_s, rounds=rounds) for c in cases]
     if layouts:
         size = 2 ** int(REPORT_LAYOUT_SIZE.split("^")[1])
         for c in cases:
-            if c.numel == size:
+            if c.numel == size and c.layout is InputLayout.CONTIGUOUS:
                 rows += [
-                    bench_case(c, backend, min_time_s=min_time_s, rounds=rounds, layout=lay) for lay in LAYOUTS[1:]
+                    bench_case(dataclasses.replace(c, layout=lay), backend, min_time_s=min_time_s, rounds=rounds)
+                    for lay in (InputLayout.BROADCAST, InputLayout.TRANSPOSED)
                 ]
     return rows
 

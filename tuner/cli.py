@@ -20,7 +20,11 @@ def _cases(args: argparse.Namespace) -> list[Case]:
         return suite(args.suite)
     shapes = tuple(args.shape or ("2^20",))
     return build_cases(
-        tuple(args.op or ALL_OPS), tuple(args.dtype or ("float32",)), shapes, tuple(args.reduction or ("none",))
+        tuple(args.op or ALL_OPS),
+        tuple(args.dtype or ("float32",)),
+        shapes,
+        tuple(args.reduction or ("none",)),
+        tuple(args.layout or ("contiguous",)),
     )
 
 
@@ -33,7 +37,15 @@ def _add_case_args(p: argparse.ArgumentParser) -> None:
         action="append",
         help="none (full gradient) or mean/sum (0-d gradient, as autograd sends); repeatable",
     )
-    p.add_argument("--suite", choices=sorted(SUITES), help="a named set of cases instead of the four above")
+    p.add_argument(
+        "--layout",
+        action="append",
+        help=(
+            "contiguous, broadcast (target one row over 64) or transposed (64-row transposed views);"
+            " repeatable, default contiguous"
+        ),
+    )
+    p.add_argument("--suite", choices=sorted(SUITES), help="a named set of cases instead of the five above")
     p.add_argument("--backend", default="cpu", help="cpu, cuda, npu (default cpu)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 
 import torch
 
@@ -17,6 +18,24 @@ from kernels.plan import dtype_name, parse_dtype
 from kernels.tiling import Tiling
 
 
+class InputLayout(str, Enum):
+    """How a case's tensors are handed over; the same elements and values whatever the layout."""
+
+    CONTIGUOUS = "contiguous"
+    BROADCAST = "broadcast"  # target is one row broadcast over 64 rows: a stride-0 operand, no copy
+    TRANSPOSED = "transposed"  # input, target (and a full gradient) are transposed views, 64 rows
+
+    @classmethod
+    def parse(cls, text: str) -> InputLayout:
+        try:
+            return cls(text)
+        except ValueError:
+            raise ValueError(f"layout: expected one of {', '.join(v.value for v in cls)}, got {text!r}") from None
+
+
+LAYOUT_ROWS = 64
+
+
 @dataclass(frozen=True)
 class Case:
     """One tuning problem. mean/sum send a 0-d gradient, as autograd does; none a full one."""
@@ -26,6 +45,14 @@ class Case:
     shape: tuple[int, ...]
     reduction: Reduction
     log_target: bool = False
+    layout: InputLayout = InputLayout.CONTIGUOUS
+
+    def __post_init__(self) -> None:
+        if self.layout is not InputLayout.CONTIGUOUS and (len(self.shape) != 1 or self.numel % LAYOUT_ROWS):
+            raise ValueError(
+                f"layout: {self.layout.value} needs a 1-d shape of a multiple of {LAYOUT_ROWS} elements,"
+                f" got {self.shape}"
+            )
 
     @property
     def numel(self) -> int:
@@ -34,15 +61,32 @@ class Case:
     def label(self) -> str:
         shape = "x".join(map(str, self.shape)) or "0d"
         log = "-log" if self.log_target else ""
-        return f"{self.op.value}{log} {dtype_name(self.dtype)} {shape} {self.reduction.name.lower()}"
+        where = "" if self.layout is InputLayout.CONTIGUOUS else f" {self.layout.value}"
+        return f"{self.op.value}{log} {dtype_name(self.dtype)} {shape}{where} {self.reduction.name.lower()}"
 
     def inputs(self, device: torch.device | str, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Seeded values, laid out as ``layout`` says: BROADCAST and TRANSPOSED are views of shape
+        (64, numel / 64) over the same count of elements, never copies."""
         gen = torch.Generator().manual_seed(seed)
         grad_shape = self.shape if self.reduction is Reduction.NONE else ()
         g = torch.randn(grad_shape, generator=gen) * 1.5 + 0.25
         x = torch.randn(self.shape, generator=gen)
         t = torch.rand(self.shape, generator=gen) if self.op is Op.KL_DIV else torch.randn(self.shape, generator=gen)
-        return tuple(v.to(self.dtype).to(device) for v in (g, x, t))  # type: ignore[return-value]
+        g, x, t = (v.to(self.dtype).to(device) for v in (g, x, t))
+        rows, cols = LAYOUT_ROWS, self.numel // LAYOUT_ROWS
+        if self.layout is InputLayout.BROADCAST:
+            return (
+                (g.reshape(rows, cols) if g.dim() else g),
+                x.reshape(rows, cols),
+                t.reshape(rows, cols)[:1].expand(rows, cols),
+            )
+        if self.layout is InputLayout.TRANSPOSED:
+
+            def view(v: torch.Tensor) -> torch.Tensor:
+                return v.reshape(cols, rows).t()
+
+            return (view(g) if g.dim() else g), view(x), view(t)
+        return g, x, t
 
     def read_tensors(self, g: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> list[torch.Tensor]:
         """The inputs the op must read (KL never reads input's values)."""
@@ -67,7 +111,8 @@ class Case:
         )[1]
 
     def out_like(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.empty(self.shape, dtype=self.dtype, device=x.device)
+        """A contiguous out of the inputs' shape."""
+        return torch.empty(x.shape, dtype=self.dtype, device=x.device)
 
     def reference(self, g: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         if self.op is Op.MSE:
@@ -120,16 +165,22 @@ SUITES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple
 
 
 def build_cases(
-    ops: tuple[str, ...], dtypes: tuple[str, ...], shapes: tuple[str, ...], reductions: tuple[str, ...]
+    ops: tuple[str, ...],
+    dtypes: tuple[str, ...],
+    shapes: tuple[str, ...],
+    reductions: tuple[str, ...],
+    layouts: tuple[str, ...] = ("contiguous",),
 ) -> list[Case]:
     cases = []
     for op_text in ops:
         op, log = parse_op(op_text)
         for dtype in dtypes:
             for shape in shapes:
-                for red in reductions:
-                    reduction = Reduction.parse(red, allow_batchmean=op is Op.KL_DIV)
-                    cases.append(Case(op, parse_dtype(dtype), parse_shape(shape), reduction, log))
+                for layout in layouts:
+                    for red in reductions:
+                        reduction = Reduction.parse(red, allow_batchmean=op is Op.KL_DIV)
+                        where = InputLayout.parse(layout)
+                        cases.append(Case(op, parse_dtype(dtype), parse_shape(shape), reduction, log, where))
     return cases
 
 
@@ -139,4 +190,4 @@ def suite(name: str) -> list[Case]:
     return build_cases(*SUITES[name])
 
 
-__all__ = ["Case", "SUITES", "build_cases", "kernels", "parse_op", "parse_shape", "suite"]
+__all__ = ["Case", "InputLayout", "SUITES", "build_cases", "kernels", "parse_op", "parse_shape", "suite"]

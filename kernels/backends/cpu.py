@@ -12,7 +12,7 @@ from kernels.backends import cpu_loops
 from kernels.executor import Executor, Formula
 from kernels.modes import Layout, Variant
 from kernels.plan import Geometry
-from kernels.tiling import DeviceFacts, Space, cpu_space
+from kernels.tiling import DeviceFacts, Space, cpu_space, cpu_transposed_space
 
 # Empty arrays whose element type tells a loop how to read an operand's address (cpu_loops._view):
 # int16 carries float16 bits, uint16 bfloat16 bits.
@@ -47,21 +47,12 @@ def _walk_arrays(geo: Geometry, x_axis: int) -> tuple[np.ndarray, ...]:
     return np.array(spans, np.int64), np.array(geo.shape, np.int64), strides, np.array(geo.rshape, np.int64), rstrides
 
 
-STREAM_BYTES = 1 << 24
-"""Outputs from 16 MiB on are stored non-temporally by the transposed walk. Measured on the bench's
-64-row transposes against ordinary stores (results/performance.md, section 17): at 32 MiB of out
-(16-bit 2^24, float32 2^23) 1.3-1.9x faster, at 16 MiB (float32 2^22) 1.1-1.3x, at 8 MiB (16-bit
-2^22) anywhere from 1.2x faster to 1.2x slower: an out that size still fits the last-level cache,
-which ordinary stores keep it in and streamed ones bypass. Section 19 measured 8 MiB again: a win
-when the call runs cold, 0.90-1.19x by row when repeated as the bench does; it stays at 16 MiB."""
-
-
-def _streams(out: torch.Tensor, row_stride: int) -> bool:
-    """Whether the transposed walk may stream its output: large enough, and every output line it
-    stores as a whole is line-aligned (a non-temporal vector store to a misaligned address faults)."""
+def _line_aligned(out: torch.Tensor, row_stride: int) -> bool:
+    """Whether every output line the transposed walk stores as a whole is line-aligned, as a
+    non-temporal vector store needs (to a misaligned address it faults): out starts on a line and
+    its rows are a whole number of lines apart."""
     line = cpu_loops.LINE
-    size = out.element_size()
-    return out.numel() * size >= STREAM_BYTES and out.data_ptr() % line == 0 and (row_stride * size) % line == 0
+    return out.data_ptr() % line == 0 and (row_stride * out.element_size()) % line == 0
 
 
 class CpuBackend:
@@ -79,6 +70,9 @@ class CpuBackend:
         return self._facts
 
     def space(self, formula: Formula, geometry: Geometry, dtype: torch.dtype) -> Space:
+        if geometry.layout is Layout.TRANSPOSED:
+            out_bytes = geometry.n_out * torch.empty(0, dtype=dtype).element_size()
+            return cpu_transposed_space(self._facts, geometry.numel, out_bytes)
         return cpu_space(self._facts, geometry.variants, geometry.numel)
 
     def kernels(self, formula: Formula, narrow: bool = False) -> cpu_loops.CpuKernels:
@@ -125,12 +119,11 @@ class CpuBackend:
             fn(*operands, geo.numel, ex.cof, cfg.tile, cfg.tile * cfg.prefetch, cfg.cores, cfg.stream)
             return
         if variant is Variant.STRIDED:
-            # 2-d with the output unit-strided on the outer dim (the inputs own the inner one):
-            # the tiled walk, which transposes through an L1 buffer (cpu_loops.transposed).
-            out_strides = geo.strides[3]
             walk_args = (*operands, *_walk_arrays(geo, x_axis), geo.numel, ex.cof, cfg.tile, cfg.cores)
-            if len(out_strides) == 2 and out_strides[0] == 1 != out_strides[1]:
-                kernels.transposed[pick](*walk_args, _streams(o, out_strides[1]))
+            if geo.layout is Layout.TRANSPOSED:
+                # The inputs own the inner dim, out the outer one: the tiled walk that transposes
+                # through an L1 buffer (cpu_loops.transposed).
+                kernels.transposed[pick](*walk_args, cfg.stream and _line_aligned(o, geo.strides[3][1]))
             else:
                 kernels.strided[pick](*walk_args)
             return

@@ -713,10 +713,11 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
         # Each block owns a contiguous range of tiles, column strip by column strip, so its stores
         # advance along each output line run in order (round-robin tiles measured 1.3x slower;
         # results/performance.md).
-        # ``stream`` (the launch decides: a large, line-aligned out): those whole-line stores are
-        # non-temporal. Every tile writes a line or two into each of 64 rows a power of two apart,
-        # too many streams for the hardware prefetcher, so each ordinary store waited on reading
-        # its line in first; a streamed line skips that read (results/performance.md, section 17).
+        # ``stream`` (the config's knob, tiling.cpu_transposed_space, where the launch finds out's
+        # lines aligned): those whole-line stores are non-temporal. Every tile writes a line or two
+        # into each of 64 rows a power of two apart, too many streams for the hardware prefetcher,
+        # so each ordinary store waited on reading its line in first; a streamed line skips that
+        # read (results/performance.md, section 17).
         g, x, t = _view(pg, spans[0], tg), _view(px, spans[1], tx), _view(pt, spans[2], tt)
         o = _view(po, spans[3], to)
         cof = np.float32(cof64)

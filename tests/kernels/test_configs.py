@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import kernels
-from kernels import backends
+from kernels import backends, tiling
 from kernels.modes import Variant
 from kernels.tiling import DeviceFacts, Tiling, cpu_space, cuda_space, npu_space
 
@@ -20,6 +20,7 @@ PROBLEMS = {
     "scalar_grad": ((), (3, 1000), (3, 1000)),
     "strided": ((3, 1000), (3, 1000), (1000,)),
     "reduce": ((3, 50, 20), (50, 1), (3, 50, 20)),
+    "transposed": ((64, 320), (320, 64), (320, 64)),  # input and target go in transposed (Layout.TRANSPOSED)
 }
 OPS = {
     "mse": lambda g, x, t, **kw: kernels.mse_loss_backward(g, x, t, "mean", **kw),
@@ -38,6 +39,8 @@ def test_sampled_configs_are_bitwise_equal_to_default(
         pytest.skip("only KL sums back to its input's shape")
     gen = torch.Generator().manual_seed(3)
     g, x, t = (torch.randn(s, generator=gen).to(dtype).to(device) for s in PROBLEMS[problem])
+    if problem == "transposed":
+        x, t = x.t(), t.t()
     call = OPS[op]
     _, ex = {
         "mse": kernels.aclnn.mse_loss_backward_get_workspace_size,
@@ -137,3 +140,19 @@ def test_explicit_config_outside_the_space_is_rejected_before_writing() -> None:
             config=Tiling(tile=4096, cores=1, variant=Variant.SCALAR_GRAD),
         )
     assert e.value.code == 161002 and torch.all(out == 3.0)
+
+
+def test_the_transposed_space_tunes_cores_and_streaming_and_streams_large_outs_by_default() -> None:
+    """The transposed walk's tile is fixed (64 x 64), so its space is cores x stream; the default
+    keeps the measured size rule: non-temporal stores from CPU_STREAM_OUT_BYTES of out on."""
+    facts = DeviceFacts("cpu", "test-4t", 4)
+    small = tiling.cpu_transposed_space(facts, 1 << 16, tiling.CPU_STREAM_OUT_BYTES - 1)
+    large = tiling.cpu_transposed_space(facts, 1 << 22, tiling.CPU_STREAM_OUT_BYTES)
+    assert not small.default.stream and large.default.stream
+    assert small.size == large.size == 4 * 2
+    assert {c.stream for c in large} == {False, True} and {c.tile for c in large} == {tiling.CPU_TRANSPOSED_TILE}
+    assert small.default.cores == 2 and large.default.cores == 4  # PyTorch's grain size, as cpu_space
+    assert small.hash == large.hash  # the same space: only the default moves with the size
+    assert small.hash != cpu_space(facts, (Variant.STRIDED,), 1 << 16).hash
+    assert Tiling(tile=1024, cores=1, variant=Variant.STRIDED) not in large
+    assert Tiling(tile=tiling.CPU_TRANSPOSED_TILE, cores=1, variant=Variant.STRIDED, prefetch=1) not in large

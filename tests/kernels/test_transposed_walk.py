@@ -3,9 +3,12 @@ transposed views and whose out is contiguous go through 64 x 64 tiles, one-line-
 transposes inside them and element-wise copies at ragged edges; a large line-aligned out is
 stored non-temporally. Every shape class below must give bitwise what the same call on contiguous
 copies gives (the formula is elementwise, so the layout may not change a bit), for every dtype,
-gradient kind and core count."""
+gradient kind and core count. The planner marks these problems Layout.TRANSPOSED, whose space
+tunes cores and the stream flag only (tiling.cpu_transposed_space)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -13,7 +16,7 @@ import torch
 from numba import njit
 
 import kernels
-from kernels import backends
+from kernels import backends, tiling
 from kernels.backends import cpu, cpu_loops
 from kernels.modes import Variant
 from kernels.tiling import Tiling
@@ -101,34 +104,52 @@ def test_register_transpose_moves_one_block(dtype: type) -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("op", ["mse", "kl_div-log"])
-def test_streamed_out_gives_the_contiguous_bits(op: str, dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An out of STREAM_BYTES and more takes the non-temporal stores; a ragged edge still goes
-    element by element. The threshold is lowered to 4 MiB here (the launch reads it per call):
-    what is tested is the streamed path, and 16 MiB tensors would only slow the test."""
-    monkeypatch.setattr(cpu, "STREAM_BYTES", 1 << 22)
+@pytest.mark.parametrize("cols", [160, 77], ids=["rows-whole-lines", "rows-mid-line"])
+def test_streamed_out_gives_the_contiguous_bits(op: str, dtype: torch.dtype, cols: int) -> None:
+    """A config that streams takes the non-temporal stores where out's lines allow it, and the
+    ordinary ones where they do not (77 columns: most rows start mid-line, where a non-temporal
+    vector store would fault and end the process); ragged edges go element by element."""
     rows = 67  # 64 whole-tile rows plus a ragged 3
-    # Rows whole lines apart (so they stream), with half a tile left over at the end of each.
-    cols = cpu.STREAM_BYTES // (rows * torch.empty(0, dtype=dtype).element_size()) // 64 * 64 + 96
     shape = (rows, cols)
     x, t, g = (_transposed(shape, dtype, seed) for seed in (1, 2, 3))
     out = torch.empty(shape, dtype=dtype)
-    assert out.numel() * out.element_size() >= cpu.STREAM_BYTES
-    assert cpu._streams(out, cols)  # the walk's out stride is out's row stride
+    assert cpu._line_aligned(out, cols) == (cols == 160)
     want = CALLS[op](g.contiguous(), x.contiguous(), t.contiguous(), backend="cpu")
     for cores in sorted({1, min(2, cpu_loops.max_threads())}):
-        got = CALLS[op](g, x, t, backend="cpu", out=out, config=Tiling(tile=4096, cores=cores, variant=Variant.STRIDED))
+        config = Tiling(tile=tiling.CPU_TRANSPOSED_TILE, cores=cores, variant=Variant.STRIDED, stream=True)
+        got = CALLS[op](g, x, t, backend="cpu", out=out, config=config)
         assert torch.equal(_bits(got), _bits(want)), cores
 
 
-def test_streaming_needs_a_large_line_aligned_out() -> None:
+def test_streaming_needs_a_line_aligned_out() -> None:
     """The rule that keeps a non-temporal store off a misaligned address (it would fault)."""
-    n = cpu.STREAM_BYTES // 4
-    base = torch.empty(n + 64)  # torch's CPU allocator aligns to 64 bytes
+    base = torch.empty(64 * 1024 + 64)  # torch's CPU allocator aligns to 64 bytes
     assert base.data_ptr() % cpu_loops.LINE == 0
-    assert cpu._streams(base[:n], 1024)
-    assert not cpu._streams(base[1 : n + 1], 1024)  # starts 4 bytes into a line
-    assert not cpu._streams(base[:n], 1000)  # rows 4000 bytes apart: most rows start mid-line
-    assert not cpu._streams(base[: n // 2], 1024)  # small: left in cache for its consumer
+    assert cpu._line_aligned(base[: 64 * 1024], 1024)
+    assert not cpu._line_aligned(base[1 : 64 * 1024 + 1], 1024)  # starts 4 bytes into a line
+    assert not cpu._line_aligned(base[: 64 * 1000], 1000)  # rows 4000 bytes apart: most start mid-line
+
+
+def test_plumbing_with_a_spy_kernel_the_launch_streams_where_the_config_and_out_allow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Plumbing only: a spy stands in for the compiled walk and records the stream flag the launch
+    hands it, for each config and out alignment."""
+    seen: list[bool] = []
+    real = cpu.BACKEND.kernels
+
+    def spied(formula: object, narrow: bool = False) -> cpu_loops.CpuKernels:
+        spy = lambda *args: seen.append(bool(args[-1]))  # noqa: E731
+        return dataclasses.replace(real(formula, narrow), transposed=(spy, spy))
+
+    monkeypatch.setattr(cpu.BACKEND, "kernels", spied)
+    shape = (64, 160)
+    x, t = _transposed(shape, torch.float32, 1), _transposed(shape, torch.float32, 2)
+    base = torch.empty(64 * 160 + 16)
+    for stream, out in ((True, base[: 64 * 160]), (False, base[: 64 * 160]), (True, base[1 : 64 * 160 + 1])):
+        config = Tiling(tile=tiling.CPU_TRANSPOSED_TILE, cores=1, variant=Variant.STRIDED, stream=stream)
+        kernels.mse_loss_backward(torch.tensor(1.0), x, t, "mean", out=out.view(shape), backend="cpu", config=config)
+    assert seen == [True, False, False]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint16], ids=str)

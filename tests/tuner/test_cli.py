@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tuner.cli import main
+from tuner.problems import build_cases
 
 QUICK = ["--op", "mse", "--shape", "2^10", "--reduction", "mean", "--backend", "cpu"]
 
@@ -40,6 +41,26 @@ def test_tune_with_table_output_and_freeze_flag(
     assert "x default" in out and "froze 1 entries" in out and "roofline: copy bandwidth" in out
 
 
+def test_a_transposed_study_tunes_streaming_and_freezes_an_entry_of_its_own_layout(
+    storage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--layout transposed: the inputs are 64-row transposed views, the planner's TRANSPOSED
+    layout, whose grid is cores x stream; the frozen entry is keyed by that layout and found by
+    the same call."""
+    argv = ["tune", "--op", "kl_div", "--dtype", "bfloat16", "--shape", "2^12", "--reduction", "mean"]
+    argv += ["--layout", "transposed", "--storage", storage, "--min-time", "0.002", "--json"]
+    assert main([*argv, "--freeze", "--config-dir", str(tmp_path)]) == 0
+    rows = json.loads(capsys.readouterr().out.split("froze")[0])
+    assert rows[0]["trials"] == 2 * 2 and "-transposed-" in rows[0]["study"]
+    assert "kl_div bfloat16 4096 transposed mean" in rows[0]["case"]
+    (entry,) = json.loads(next(tmp_path.glob("cpu/*.json")).read_text())["entries"]
+    assert entry["layout"] == "transposed" and entry["config"]["variant"] == "strided"
+    case = build_cases(("kl_div",), ("bfloat16",), ("2^12",), ("mean",), ("transposed",))[0]
+    g, x, t = case.inputs("cpu")
+    ex = case.phase_one(g, x, t, case.out_like(x), "cpu")
+    assert ex.key.layout.value == "transposed" and ex.space.hash == entry["space_hash"]
+
+
 def test_doctor_reports_each_backend(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
@@ -55,6 +76,11 @@ def test_doctor_reports_each_backend(capsys: pytest.CaptureFixture[str]) -> None
         (["tune", "--shape", "4y4"], "shape: expected N, B^E or AxBxC, got '4y4'"),
         (["tune", "--dtype", "int8"], "dtype: expected one of float32, float16, bfloat16, got 'int8'"),
         (["tune", "--storage", "redis://x"], "storage: expected a journal file path or a postgresql:// URL"),
+        (["tune", "--layout", "diagonal"], "layout: expected one of contiguous, broadcast, transposed, got 'diagonal'"),
+        (
+            ["tune", "--layout", "transposed", "--shape", "100"],
+            "layout: transposed needs a 1-d shape of a multiple of 64 elements, got (100,)",
+        ),
         (
             ["tune", *QUICK, "--sampler", "grid", "--study-name", "x", "--op", "l1"],
             "--study-name: expected exactly one",
@@ -96,9 +122,9 @@ def test_bench_report_sweeps_sizes_and_layouts_and_writes_files(
     argv = ["bench", "--report", "--op", "l1", "--shape", "2^10", "--shape", "2^22", "--reduction", "none"]
     assert main([*argv, "--min-time", "0.002", "--rounds", "1", "--out", str(tmp_path / "report")]) == 0
     out = capsys.readouterr().out
-    assert "x vendor" in out and "one-shot/kernel" in out and "broadcast (" in out and "strided (" in out
+    assert "x vendor" in out and "one-shot/kernel" in out and "broadcast (" in out and "transposed (" in out
     data = json.loads((tmp_path / "report.json").read_text())
-    assert [r["case"] for r in data["rows"]] == ["contiguous", "contiguous", "broadcast", "strided"]
+    assert [r["case"] for r in data["rows"]] == ["contiguous", "contiguous", "broadcast", "transposed"]
     assert all(r["roofline_pct"] > 0 and r["oneshot_s"] > 0 for r in data["rows"])
     assert (tmp_path / "report.txt").read_text().startswith("losstune bench --report on ")
     assert main(["bench", "--report", "--op", "l1", "--rounds", "0"]) == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -9,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels import backends, frozen
+from kernels import backends, frozen, tiling
 from kernels.executor import ProblemKey
 from kernels.modes import GradKind, Layout, Op, Reduction, Variant
 from kernels.tiling import Tiling
 from tuner.freeze import write_atomic
-from tuner.problems import Case
+from tuner.problems import Case, InputLayout
 
 CONFIGS = Path(frozen.__file__).parent / "configs"
 
@@ -102,6 +103,30 @@ def test_a_streamed_config_streams_only_on_problems_at_least_as_large_as_its_own
     assert common == (ordinary, "frozen dev.json [best common, not streamed]")
 
 
+def test_a_carried_config_keeps_the_streaming_of_a_default_that_streams(tmp_path: Path) -> None:
+    """The transposed walk's default streams from 16 MiB of out on: an entry tuned on a smaller,
+    cached out that stored ordinarily does not switch that off on a larger problem, and a streamed
+    one carried down stores as the smaller problem's default does."""
+    facts = backends.get("cpu").facts()
+    small = tiling.cpu_transposed_space(facts, 1 << 20, 1 << 22)  # 4 MiB out: default stores ordinarily
+    large = tiling.cpu_transposed_space(facts, 1 << 24, 1 << 26)  # 64 MiB: default streams
+    assert not small.default.stream and large.default.stream
+    key = ProblemKey(Op.KL_DIV, "float16", 22, GradKind.SCALAR, Layout.TRANSPOSED, "reduced")
+    ordinary = Tiling(tile=tiling.CPU_TRANSPOSED_TILE, cores=1, variant=Variant.STRIDED)
+    streamed = dataclasses.replace(ordinary, stream=True)
+    _write(tmp_path, [_entry(key, small, 22, ordinary), _entry(key, small, 25, streamed)])
+    at = {b: ProblemKey(key.op, key.dtype, b, key.grad_kind, key.layout, key.reduction_kind) for b in (20, 23)}
+    above = frozen.lookup("cpu", "dev", at[23], large, tmp_path)
+    assert above == (streamed, "frozen dev.json [nearest 2^22, streamed as the default]")
+    below = frozen.lookup("cpu", "dev", at[20], small, tmp_path)
+    assert below == (ordinary, "frozen dev.json [nearest 2^22]")
+    _write(tmp_path, [_entry(key, small, 25, streamed)])
+    assert frozen.lookup("cpu", "dev", at[20], small, tmp_path) == (
+        ordinary,
+        "frozen dev.json [nearest 2^25, not streamed]",
+    )
+
+
 def test_corrupt_file_is_reported_and_skipped(tmp_path: Path) -> None:
     space, key = _space_and_key()
     path = frozen.config_path("cpu", "dev", tmp_path)
@@ -150,7 +175,9 @@ def test_every_shipped_config_is_in_its_space_and_current(path: Path, entry: dic
         pytest.skip(f"{path} is for another device than this host's {backend}")
     red = Reduction.NONE if entry["reduction_kind"] == "none" else Reduction.MEAN
     dtype, shape, log = getattr(torch, str(entry["dtype"])), (1 << int(entry["bucket"]),), bool(entry.get("log_target"))
-    case = Case(Op(entry["op"]), dtype, shape, red, log_target=log)
+    # The tuner's only sources of each planner layout (tuner.problems.InputLayout).
+    layout = {"contiguous": "contiguous", "strided": "broadcast", "transposed": "transposed"}[str(entry["layout"])]
+    case = Case(Op(entry["op"]), dtype, shape, red, log_target=log, layout=InputLayout(layout))
     g, x, t = case.inputs(backends.info(backend).device_type)
     with warnings.catch_warnings():
         warnings.simplefilter("error", frozen.FrozenConfigWarning)

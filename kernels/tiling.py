@@ -165,11 +165,16 @@ _CPU_STREAMING = Constraint(
 )
 
 
+def _cpu_default_cores(facts: DeviceFacts, numel: int) -> int:
+    """PyTorch's untuned parallelism: one thread per GRAIN_SIZE elements, up to all threads."""
+    return max(1, min(facts.cores, math.ceil(numel / CPU_GRAIN)))
+
+
 def cpu_space(facts: DeviceFacts, variants: tuple[Variant, ...], numel: int) -> Space:
     """Default: what PyTorch ships untuned, one thread per GRAIN_SIZE elements up to all threads,
     no software prefetch, ordinary stores."""
     cores = tuple(range(1, facts.cores + 1))
-    default = Tiling(tile=4096, cores=max(1, min(facts.cores, math.ceil(numel / CPU_GRAIN))), variant=variants[0])
+    default = Tiling(tile=4096, cores=_cpu_default_cores(facts, numel), variant=variants[0])
     knobs = (
         ("variant", variants),
         ("tile", CPU_TILES),
@@ -197,7 +202,7 @@ def cpu_transposed_space(facts: DeviceFacts, numel: int, out_bytes: int) -> Spac
     cores = tuple(range(1, facts.cores + 1))
     default = Tiling(
         tile=CPU_TRANSPOSED_TILE,
-        cores=max(1, min(facts.cores, math.ceil(numel / CPU_GRAIN))),
+        cores=_cpu_default_cores(facts, numel),
         variant=Variant.STRIDED,
         stream=out_bytes >= CPU_STREAM_OUT_BYTES,
     )

@@ -18,6 +18,12 @@ def _require(name: str) -> str:
     return name
 
 
+@pytest.fixture
+def cpu_backend() -> str:
+    """For modules that test the CPU loops only: ``pytestmark = pytest.mark.usefixtures("cpu_backend")``."""
+    return _require("cpu")
+
+
 @pytest.fixture(params=CORRECTNESS_BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return _require(request.param)

@@ -1,20 +1,22 @@
 """Test-side wrappers of kernels.accuracy (the one accuracy bar shared with the tuner), a
 fresh-process runner for builds chosen at import time, and the public calls and cases the CPU
-loop-knob tests (prefetch, stream) sweep."""
+loop-knob tests (prefetch, stream) sweep, with the decorator that sweeps them."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import torch
 
 import kernels
 from kernels.accuracy import mismatch, ulps_for
 
-__all__ = ["CALLS", "DTYPES", "LOOP_SIZES", "as_bits", "assert_within", "run_fresh", "ulps_for"]
+__all__ = ["CALLS", "DTYPES", "LOOP_SIZES", "as_bits", "assert_within", "every_loop_case", "run_fresh", "ulps_for"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,3 +51,16 @@ CALLS = {  # every op and KL mode by its tuner name, through the public API
 def as_bits(v: torch.Tensor) -> torch.Tensor:
     """The raw bits of a float tensor, for bitwise comparisons (torch.equal treats -0.0 == 0.0)."""
     return v.view(torch.int32 if v.dtype == torch.float32 else torch.int16)
+
+
+def every_loop_case(test: Callable[..., None]) -> Callable[..., None]:
+    """Parametrizes a loop-knob test over (reduction, op, dtype, n): every op and KL mode, dtype,
+    size class and gradient kind (none: a full gradient; mean: the 0-d one autograd sends)."""
+    for name, values, ids in (
+        ("n", LOOP_SIZES, None),
+        ("dtype", DTYPES, str),
+        ("op", tuple(CALLS), None),
+        ("reduction", ("none", "mean"), None),
+    ):
+        test = pytest.mark.parametrize(name, values, ids=ids)(test)
+    return test

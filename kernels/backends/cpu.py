@@ -71,8 +71,7 @@ class CpuBackend:
 
     def space(self, formula: Formula, geometry: Geometry, dtype: torch.dtype) -> Space:
         if geometry.layout is Layout.TRANSPOSED:
-            out_bytes = geometry.n_out * torch.empty(0, dtype=dtype).element_size()
-            return cpu_transposed_space(self._facts, geometry.numel, out_bytes)
+            return cpu_transposed_space(self._facts, geometry.numel, geometry.n_out * dtype.itemsize)
         return cpu_space(self._facts, geometry.variants, geometry.numel)
 
     def kernels(self, formula: Formula, narrow: bool = False) -> cpu_loops.CpuKernels:

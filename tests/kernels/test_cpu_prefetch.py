@@ -17,20 +17,12 @@ from kernels.backends import cpu_loops
 from kernels.modes import Variant
 from kernels.ops import kl_div, mse
 from kernels.tiling import CPU_PREFETCH, Tiling, cpu_space
-from tests.helpers import CALLS, DTYPES, LOOP_SIZES, as_bits
+from tests.helpers import CALLS, as_bits, every_loop_case
+
+pytestmark = pytest.mark.usefixtures("cpu_backend")
 
 
-@pytest.fixture(autouse=True)
-def _cpu() -> None:
-    ok, why = backends.probe("cpu")
-    if not ok:
-        pytest.skip(why)
-
-
-@pytest.mark.parametrize("n", LOOP_SIZES)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("op", CALLS)
-@pytest.mark.parametrize("reduction", ["none", "mean"])
+@every_loop_case
 def test_every_prefetch_distance_gives_the_same_bits(op: str, dtype: torch.dtype, n: int, reduction: str) -> None:
     gen = torch.Generator().manual_seed(n)
     x, t = torch.randn(n, generator=gen).to(dtype), torch.randn(n, generator=gen).to(dtype)

@@ -20,20 +20,12 @@ from kernels.backends import cpu_loops
 from kernels.modes import Variant
 from kernels.ops import mse
 from kernels.tiling import CPU_STREAM_TILE_MAX, CPU_TILES, Tiling, cpu_space
-from tests.helpers import CALLS, DTYPES, LOOP_SIZES, as_bits
+from tests.helpers import CALLS, as_bits, every_loop_case
+
+pytestmark = pytest.mark.usefixtures("cpu_backend")
 
 
-@pytest.fixture(autouse=True)
-def _cpu() -> None:
-    ok, why = backends.probe("cpu")
-    if not ok:
-        pytest.skip(why)
-
-
-@pytest.mark.parametrize("n", LOOP_SIZES)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("op", CALLS)
-@pytest.mark.parametrize("reduction", ["none", "mean"])
+@every_loop_case
 def test_streamed_stores_give_the_same_bits_and_touch_nothing_else(
     op: str, dtype: torch.dtype, n: int, reduction: str
 ) -> None:

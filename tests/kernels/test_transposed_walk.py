@@ -16,7 +16,7 @@ import torch
 from numba import njit
 
 import kernels
-from kernels import backends, tiling
+from kernels import tiling
 from kernels.backends import cpu, cpu_loops
 from kernels.modes import Variant
 from kernels.tiling import Tiling
@@ -32,11 +32,7 @@ CALLS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _cpu() -> None:
-    ok, why = backends.probe("cpu")
-    if not ok:
-        pytest.skip(why)
+pytestmark = pytest.mark.usefixtures("cpu_backend")
 
 
 def _transposed(shape: tuple[int, int], dtype: torch.dtype, seed: int) -> torch.Tensor:

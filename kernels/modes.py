@@ -57,6 +57,9 @@ class Variant(str, Enum):
     SCALAR_GRAD = "scalar_grad"  # the one-element gradient read once, not N times
     STRIDED = "strided"  # N-d strided/broadcast walk, no copies
     REDUCE = "reduce"  # KL: per output element, a fixed-order sum over the broadcast dims
+    # 0-d gradient, 16-bit target, self unread: out = table[target bits], the formula's value at
+    # all 2^16 targets built once per launch (CPU, KL log_target: a gather for each exp).
+    TABLE = "table"
 
 
 class Op(str, Enum):

@@ -158,10 +158,11 @@ _CPU_PREFETCHING = Constraint(  # one object, so that spaces built twice compare
 # still fits the last-level cache and on how many inputs the loop reads (results/performance.md,
 # section 20), so it is a knob, not a size rule.
 CPU_STREAM_TILE_MAX = 4096
+_CPU_STREAMED = (Variant.FLAT, Variant.SCALAR_GRAD, Variant.TABLE)  # the loops that stream
 _CPU_STREAMING = Constraint(
     "stream_buffered",
-    f"not stream or (variant in (flat, scalar_grad) and tile <= {CPU_STREAM_TILE_MAX})",  # the loops that stream
-    lambda c: not c.stream or (c.variant in (Variant.FLAT, Variant.SCALAR_GRAD) and c.tile <= CPU_STREAM_TILE_MAX),
+    f"not stream or (variant in (flat, scalar_grad, table) and tile <= {CPU_STREAM_TILE_MAX})",
+    lambda c: not c.stream or (c.variant in _CPU_STREAMED and c.tile <= CPU_STREAM_TILE_MAX),
 )
 
 

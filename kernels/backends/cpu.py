@@ -47,6 +47,28 @@ def _walk_arrays(geo: Geometry, x_axis: int) -> tuple[np.ndarray, ...]:
     return np.array(spans, np.int64), np.array(geo.shape, np.int64), strides, np.array(geo.rshape, np.int64), rstrides
 
 
+# The table walk (cpu_loops.TABLE_WALK) trades the formula's arithmetic for one gather per element,
+# after 2^16 evaluations that build the table (83-117 us measured on the 2-thread host): offered to
+# the formulas whose arithmetic bounds them (KL log_target's exp) from 64 tables' worth of elements
+# on, where the walk was 1.24x the scalar_grad loop at 2^23 bfloat16. The tuner decides where it
+# pays (results/performance.md, section 22).
+TABLE_MIN_NUMEL = cpu_loops.TABLE_ENTRIES * 64
+_PATTERNS = np.arange(cpu_loops.TABLE_ENTRIES, dtype=np.uint16)  # every 16-bit target, read via its tag
+
+
+def table_variant(formula: Formula, geometry: Geometry, dtype: torch.dtype) -> bool:
+    """Whether the table walk is in the space: a 0-d gradient (the scalar_grad loop), a formula of
+    the target alone, a 16-bit out, enough elements, a host with AVX-512 gathers."""
+    return (
+        cpu_loops.HAS_GATHER
+        and formula.compute_bound
+        and not formula.reads_input
+        and geometry.variants[0] is Variant.SCALAR_GRAD
+        and dtype.itemsize == 2
+        and geometry.numel >= TABLE_MIN_NUMEL
+    )
+
+
 def _line_aligned(out: torch.Tensor, row_stride: int) -> bool:
     """Whether every output line the transposed walk stores as a whole is line-aligned, as a
     non-temporal vector store needs (to a misaligned address it faults): out starts on a line and
@@ -72,7 +94,8 @@ class CpuBackend:
     def space(self, formula: Formula, geometry: Geometry, dtype: torch.dtype) -> Space:
         if geometry.layout is Layout.TRANSPOSED:
             return cpu_transposed_space(self._facts, geometry.numel, geometry.n_out * dtype.itemsize)
-        return cpu_space(self._facts, geometry.variants, geometry.numel)
+        table = (Variant.TABLE,) if table_variant(formula, geometry, dtype) else ()
+        return cpu_space(self._facts, geometry.variants + table, geometry.numel)
 
     def kernels(self, formula: Formula, narrow: bool = False) -> cpu_loops.CpuKernels:
         """The loops of ``formula``; ``narrow``: those of its narrow_value where it has one (16-bit
@@ -113,6 +136,11 @@ class CpuBackend:
             TAGS[o.dtype],
         )
         variant = cfg.variant
+        if variant is Variant.TABLE:
+            if t.element_size() == 2:
+                self._look_up(kernels, operands, ex, pick)
+                return
+            variant = Variant.SCALAR_GRAD  # a float32 target has no table: the loop the table is built by
         if variant is Variant.FLAT or variant is Variant.SCALAR_GRAD:
             fn = (kernels.flat if variant is Variant.FLAT else kernels.scalar_grad)[pick]
             fn(*operands, geo.numel, ex.cof, cfg.tile, cfg.tile * cfg.prefetch, cfg.cores, cfg.stream)
@@ -127,6 +155,36 @@ class CpuBackend:
                 kernels.strided[pick](*walk_args)
             return
         kernels.reduce[pick](*operands, *_walk_arrays(geo, x_axis), geo.n_out, ex.cof, cfg.tile, cfg.cores)
+
+    @staticmethod
+    def _look_up(kernels: cpu_loops.CpuKernels, operands: tuple, ex: Executor, pick: int) -> None:
+        """The table walk: the scalar_grad loop stores the formula's value at every 16-bit target
+        (self unread, so the patterns stand in for it too) into the table, then the gather walk."""
+        cfg, g, t, o = ex.config, ex.grad, ex.target, ex.out
+        tg, tt, to = operands[4], operands[6], operands[7]
+        table = np.empty(cpu_loops.TABLE_ENTRIES + cpu_loops.TABLE_PAD, to.dtype)
+        table[cpu_loops.TABLE_ENTRIES :] = 0  # never an entry, only the upper half of the last gather
+        patterns, address = _PATTERNS.ctypes.data, table.ctypes.data
+        build = kernels.scalar_grad[pick]
+        build(
+            g.data_ptr(),
+            patterns,
+            patterns,
+            address,
+            tg,
+            tt,
+            tt,
+            to,
+            cpu_loops.TABLE_ENTRIES,
+            ex.cof,
+            4096,
+            0,
+            cfg.cores,
+            False,
+        )
+        cpu_loops.TABLE_WALK[pick](
+            t.data_ptr(), tt, address, o.data_ptr(), to, ex.geometry.numel, cfg.tile, cfg.cores, cfg.stream
+        )
 
     def synchronize(self) -> None:
         """numba calls return when the work is done."""

@@ -333,6 +333,28 @@ def _transpose_lanes(builder: ir.IRBuilder, rows: list[ir.Value], lane: int) -> 
 LINE = 64  # bytes per cache line: a block column is stored as one whole line
 
 
+def _raw_pair(src: types.Type, dst: types.Type) -> bool:
+    """Whether an intrinsic that moves raw bits takes these two: arrays of one 16- or 32-bit type."""
+    return (
+        isinstance(src, types.Array)
+        and isinstance(dst, types.Array)
+        and src.dtype == dst.dtype
+        and src.dtype.bitwidth in (16, 32)
+    )
+
+
+def _lanes_at(context, builder: ir.IRBuilder, array_type: types.Array, array: ir.Value, offset: ir.Value, vec):
+    """A pointer to ``vec``'s lanes from element ``offset`` of a numba array."""
+    data = context.make_array(array_type)(context, builder, array).data
+    element = builder.gep(builder.bitcast(data, vec.element.as_pointer()), [offset])
+    return builder.bitcast(element, vec.as_pointer())
+
+
+def _nontemporal(builder: ir.IRBuilder, store: ir.Instruction) -> None:
+    """Marks a vector store non-temporal (vmovntdq): the line goes to memory without being read in."""
+    store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(_I32, 1)]))
+
+
 def _block(width: int) -> int:
     """The side of one register transpose: one cache line of elements (16 float32, 32 16-bit),
     so every output column leaves as one whole line. The columns of a block all map to one cache
@@ -359,9 +381,7 @@ def _transpose_block_typer(src, s0, ss, dst, d0, ds, stream: bool):
     """dst[d0 + j * ds + i] = src[s0 + i * ss + j] for i, j < _block(width): n vector loads, n
     log2(n) shuffles and n vector stores, where element-wise it is n^2 scalar loads and stores.
     src and dst hold the same element type, moved as raw bits."""
-    if not (isinstance(src, types.Array) and isinstance(dst, types.Array) and src.dtype == dst.dtype):
-        return None
-    if src.dtype.bitwidth not in (16, 32):
+    if not _raw_pair(src, dst):
         return None
 
     def codegen(context, builder, signature, args):
@@ -372,25 +392,21 @@ def _transpose_block_typer(src, s0, ss, dst, d0, ds, stream: bool):
         # 512-bit vectors legal in this function whatever its preferred width (clang marks its
         # AVX-512 intrinsics' callers the same way); without AVX-512 LLVM splits them.
         set.add(builder.function.attributes, '"min-legal-vector-width"="512"')
-        src_data = context.make_array(src)(context, builder, args[0]).data
-        dst_data = context.make_array(dst)(context, builder, args[3]).data
-
-        def at(data: ir.Value, offset: ir.Value) -> ir.Value:
-            """A pointer to the n lanes from element ``offset`` of ``data``."""
-            element = builder.gep(builder.bitcast(data, lane.as_pointer()), [offset])
-            return builder.bitcast(element, vec.as_pointer())
 
         def index(base: ir.Value, stride: ir.Value, k: int) -> ir.Value:
             return builder.add(base, builder.mul(stride, ir.Constant(stride.type, k)))
 
         s0_, ss_, d0_, ds_ = args[1], args[2], args[4], args[5]
-        rows = [builder.load(at(src_data, index(s0_, ss_, i)), align=width) for i in range(n)]
+        rows = [
+            builder.load(_lanes_at(context, builder, src, args[0], index(s0_, ss_, i), vec), align=width)
+            for i in range(n)
+        ]
         for j, column in enumerate(_transpose_lanes(builder, rows, _LANE_BYTES // width)):
+            at = _lanes_at(context, builder, dst, args[3], index(d0_, ds_, j), vec)
             if stream:
-                store = builder.store(column, at(dst_data, index(d0_, ds_, j)), align=LINE)
-                store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(_I32, 1)]))
+                _nontemporal(builder, builder.store(column, at, align=LINE))
             else:
-                builder.store(column, at(dst_data, index(d0_, ds_, j)), align=width)
+                builder.store(column, at, align=width)
         return context.get_dummy_value()
 
     return types.none(src, s0, ss, dst, d0, ds), codegen
@@ -418,24 +434,15 @@ def _stream_line(typingctx, src, s0, dst, d0):
     """dst[d0:d0 + n] = src[s0:s0 + n] for one cache line of elements (n = LINE / width), as one
     vector load and one non-temporal store. The caller guarantees dst + d0 is line-aligned: a
     misaligned non-temporal store faults. src and dst hold the same element type (raw bits)."""
-    if not (isinstance(src, types.Array) and isinstance(dst, types.Array) and src.dtype == dst.dtype):
-        return None
-    if src.dtype.bitwidth not in (16, 32):
+    if not _raw_pair(src, dst):
         return None
 
     def codegen(context, builder, signature, args):
         width = src.dtype.bitwidth // 8
-        lane = ir.IntType(8 * width)
-        vec = ir.VectorType(lane, LINE // width)
+        vec = ir.VectorType(ir.IntType(8 * width), LINE // width)
         set.add(builder.function.attributes, '"min-legal-vector-width"="512"')  # as in _transpose_block
-
-        def at(array: ir.Value, offset: ir.Value) -> ir.Value:
-            data = context.make_array(src)(context, builder, array).data
-            return builder.bitcast(builder.gep(builder.bitcast(data, lane.as_pointer()), [offset]), vec.as_pointer())
-
-        line = builder.load(at(args[0], args[1]), align=width)
-        store = builder.store(line, at(args[2], args[3]), align=LINE)
-        store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(_I32, 1)]))
+        line = builder.load(_lanes_at(context, builder, src, args[0], args[1], vec), align=width)
+        _nontemporal(builder, builder.store(line, _lanes_at(context, builder, dst, args[2], args[3], vec), align=LINE))
         return context.get_dummy_value()
 
     return types.none(src, s0, dst, d0), codegen
@@ -456,6 +463,80 @@ def _stream_out(buf, m, o, s, po):
         _stream_line(buf, i, o, s + i)
     for i in range(whole, m):
         o[s + i] = buf[i]
+
+
+# ---- the table walk: out[i] = table[bits of target[i]] -------------------------------------------
+#
+# Where a formula reads only the target and scalars (KL with a 0-d gradient never reads self), out
+# is a function of the target's bits alone: for a 16-bit target, a table of 2^16 entries holds it
+# for every input, built once per launch by the formula's own loop (so each entry is bitwise what
+# that loop stores for that target) and then gathered. It pays where the formula costs more per
+# element than a gather does: log_target's exp (results/performance.md, section 22).
+HAS_GATHER = _host_has("avx512f", "LOSSTUNE_CPU_GATHER")  # vpgatherdd on 16 dword lanes
+TABLE_ENTRIES = 1 << 16
+TABLE_PAD = 2  # a gather reads 4 bytes at entry i: the last entry's upper half falls here
+_GATHER_LANES = 16
+
+
+@intrinsic
+def _gather_lanes(typingctx, table, src, s0, dst, d0):
+    """dst[d0 + i] = table[src[s0 + i] as unsigned] for i < 16, all 16-bit: one vector load of the
+    indices, one vpgatherdd of 16 dwords at table + 2 * index (x86 has no 16-bit gather; each
+    dword's low half is the entry, hence TABLE_PAD), one truncating vector store."""
+    if not _raw_pair(table, dst) or table.dtype.bitwidth != 16:
+        return None
+    if not isinstance(src, types.Array) or src.dtype.bitwidth != 16:
+        return None
+
+    def codegen(context, builder, signature, args):
+        halves = ir.VectorType(ir.IntType(16), _GATHER_LANES)
+        words = ir.VectorType(_I32, _GATHER_LANES)
+        every = ir.VectorType(ir.IntType(1), _GATHER_LANES)
+        set.add(builder.function.attributes, '"min-legal-vector-width"="512"')  # as in _transpose_block
+        index = builder.zext(builder.load(_lanes_at(context, builder, src, args[1], args[2], halves), align=2), words)
+        base = builder.bitcast(context.make_array(table)(context, builder, args[0]).data, ir.IntType(8).as_pointer())
+        kind = ir.FunctionType(words, [words, base.type, words, every, _I32])  # passthru, base, index, mask, scale
+        gather = builder.module.declare_intrinsic("llvm.x86.avx512.mask.gather.dpi.512", (), kind)
+        got = builder.call(
+            gather,
+            [ir.Constant(words, None), base, index, ir.Constant(every, [1] * _GATHER_LANES), ir.Constant(_I32, 2)],
+        )
+        builder.store(builder.trunc(got, halves), _lanes_at(context, builder, dst, args[3], args[4], halves), align=2)
+        return context.get_dummy_value()
+
+    return types.none(table, src, s0, dst, d0), codegen
+
+
+@njit(inline="always")
+def _look_up(table, t, s, dst, d, m):
+    """dst[d:d + m] = table[t[s:s + m]] (uint64 bounds): 16 lanes per gather, the rest one by one."""
+    lanes = np.uint64(_GATHER_LANES)
+    whole = m // lanes * lanes
+    for i in range(np.uint64(0), whole, lanes):
+        _gather_lanes(table, t, s + i, dst, d + i)
+    for i in range(whole, m):
+        dst[d + i] = table[np.uint16(t[s + i])]  # same width: the bits, read unsigned
+
+
+def _table(pt, tt, ptab, po, to, n, tile, nblocks, stream):
+    """The gather walk over blocks and tiles as ``flat`` walks them; ``stream`` as there."""
+    t, o, table = _view(pt, n, tt), _view(po, n, to), _view(ptab, TABLE_ENTRIES + TABLE_PAD, to)
+    chunk = ((n + nblocks - 1) // nblocks + 31) // 32 * 32
+    for b in prange(nblocks):
+        buf = np.empty(tile if stream else 0, to.dtype)
+        end = min(n, (b + 1) * chunk)
+        for s in range(b * chunk, end, tile):
+            us, stop = np.uint64(s), np.uint64(min(s + tile, end))
+            if stream:
+                _look_up(table, t, us, buf, np.uint64(0), stop - us)
+                _stream_out(buf, stop - us, o, us, po)
+            else:
+                _look_up(table, t, us, o, us, stop - us)
+        if stream:
+            _sfence()
+
+
+TABLE_WALK = (njit(nogil=True)(_table), njit(parallel=True, nogil=True)(_table))
 
 
 @intrinsic

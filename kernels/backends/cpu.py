@@ -138,7 +138,7 @@ class CpuBackend:
         variant = cfg.variant
         if variant is Variant.TABLE:
             if t.element_size() == 2:
-                self._look_up(kernels, operands, ex, pick)
+                self._look_up(kernels, ex, pick)
                 return
             variant = Variant.SCALAR_GRAD  # a float32 target has no table: the loop the table is built by
         if variant is Variant.FLAT or variant is Variant.SCALAR_GRAD:
@@ -157,34 +157,33 @@ class CpuBackend:
         kernels.reduce[pick](*operands, *_walk_arrays(geo, x_axis), geo.n_out, ex.cof, cfg.tile, cfg.cores)
 
     @staticmethod
-    def _look_up(kernels: cpu_loops.CpuKernels, operands: tuple, ex: Executor, pick: int) -> None:
+    def _look_up(kernels: cpu_loops.CpuKernels, ex: Executor, pick: int) -> None:
         """The table walk: the scalar_grad loop stores the formula's value at every 16-bit target
         (self unread, so the patterns stand in for it too) into the table, then the gather walk."""
         cfg, g, t, o = ex.config, ex.grad, ex.target, ex.out
-        tg, tt, to = operands[4], operands[6], operands[7]
+        tt, to = TAGS[t.dtype], TAGS[o.dtype]
         table = np.empty(cpu_loops.TABLE_ENTRIES + cpu_loops.TABLE_PAD, to.dtype)
         table[cpu_loops.TABLE_ENTRIES :] = 0  # never an entry, only the upper half of the last gather
-        patterns, address = _PATTERNS.ctypes.data, table.ctypes.data
-        build = kernels.scalar_grad[pick]
+        patterns, address, entries = _PATTERNS.ctypes.data, table.ctypes.data, cpu_loops.TABLE_ENTRIES
+        build = kernels.scalar_grad[pick]  # one untuned pass: whole tiles, no prefetch, ordinary stores
         build(
             g.data_ptr(),
             patterns,
             patterns,
             address,
-            tg,
+            TAGS[g.dtype],
             tt,
             tt,
             to,
-            cpu_loops.TABLE_ENTRIES,
+            entries,
             ex.cof,
             4096,
             0,
             cfg.cores,
             False,
         )
-        cpu_loops.TABLE_WALK[pick](
-            t.data_ptr(), tt, address, o.data_ptr(), to, ex.geometry.numel, cfg.tile, cfg.cores, cfg.stream
-        )
+        walk = cpu_loops.TABLE_WALK[pick]
+        walk(t.data_ptr(), tt, address, o.data_ptr(), to, ex.geometry.numel, cfg.tile, cfg.cores, cfg.stream)
 
     def synchronize(self) -> None:
         """numba calls return when the work is done."""

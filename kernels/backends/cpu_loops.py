@@ -44,7 +44,11 @@ _I32 = ir.IntType(32)
 # element by element with the same operations, so every result is bitwise the same. LLVM options
 # are process-wide: other numba code in the process gets scalar remainders too.
 llvm.set_option("", "-enable-epilogue-vectorization=false")
-_TILE_ROWS = _TILE_COLS = 64  # the transposed walk's tile, 16 KiB of float32: best of 16..256 (performance.md)
+# The transposed walk's tile: 64 columns (the inputs' unit-stride dim) by as many rows as make 16 KiB
+# of out's element type, 64 of float32 (best of 16..256, performance.md) and 128 of a 16-bit type,
+# whose rows then leave as 4 lines instead of 2: 1.04-1.26x (section 23).
+_TILE_BYTES = 16 * 1024
+_TILE_COLS = 64
 _F16_MAGIC = np.float32(2.0**112)  # rebias a float16 exponent (15) to float32's (127)
 
 
@@ -265,6 +269,14 @@ def _view(address, n, tag):
     return carray(_pointer(address, tag), n)
 
 
+@njit(inline="always")
+def _block_share(n, nblocks):
+    """The elements each block of a contiguous walk owns (flat, scalar_grad, the table walk): an
+    even share rounded up to 32 elements, so every block but the last starts on a line boundary
+    of out whatever its element width."""
+    return ((n + nblocks - 1) // nblocks + 31) // 32 * 32
+
+
 _LANE_BYTES = 16  # x86's unpack instructions (vpunpckl/h*) interleave within each 128-bit lane
 
 
@@ -365,22 +377,29 @@ def _block(width: int) -> int:
     return LINE // width
 
 
-def _make_transpose_block(stream: bool) -> Callable[..., None]:
-    """The register transpose; ``stream``: its column stores are non-temporal (vmovntdq), each a
-    whole aligned line that goes to memory without first reading it in (no read-for-ownership).
-    The caller guarantees the alignment: a misaligned non-temporal store faults."""
+def _make_transpose(stream: bool, blocks: int) -> Callable[..., None]:
+    """The register transpose of ``blocks`` blocks stacked in src (_transpose_typer); ``stream``:
+    its column stores are non-temporal (vmovntdq), each a whole aligned line that goes to memory
+    without first reading it in (no read-for-ownership). The caller guarantees the alignment: a
+    misaligned non-temporal store faults."""
 
     @intrinsic
-    def transpose_block(typingctx, src, s0, ss, dst, d0, ds):
-        return _transpose_block_typer(src, s0, ss, dst, d0, ds, stream)
+    def transpose(typingctx, src, s0, ss, dst, d0, ds):
+        return _transpose_typer(src, s0, ss, dst, d0, ds, stream, blocks)
 
-    return transpose_block
+    return transpose
 
 
-def _transpose_block_typer(src, s0, ss, dst, d0, ds, stream: bool):
-    """dst[d0 + j * ds + i] = src[s0 + i * ss + j] for i, j < _block(width): n vector loads, n
-    log2(n) shuffles and n vector stores, where element-wise it is n^2 scalar loads and stores.
-    src and dst hold the same element type, moved as raw bits."""
+def _transpose_typer(src, s0, ss, dst, d0, ds, stream: bool, blocks: int):
+    """dst[d0 + j * ds + i] = src[s0 + i * ss + j] for i < blocks * n and j < n = _block(width):
+    per block n vector loads, n log2(n) shuffles and n vector stores, where element-wise it is n^2
+    scalar loads and stores. Block b fills line b of each of the n columns in dst.
+
+    The stores go in ``blocks`` rounds, round q storing column j of block (q + j) % blocks. Out's
+    columns are a power of two apart, so one block's n lines share their low address bits; on
+    the host measured, n stores in a row that all land on even (or all on odd) lines ran 1.2-1.4x
+    slower than ones that alternate (results/performance.md, section 23). With two blocks each
+    round alternates. src and dst hold the same element type, moved as raw bits."""
     if not _raw_pair(src, dst):
         return None
 
@@ -393,27 +412,38 @@ def _transpose_block_typer(src, s0, ss, dst, d0, ds, stream: bool):
         # AVX-512 intrinsics' callers the same way); without AVX-512 LLVM splits them.
         set.add(builder.function.attributes, '"min-legal-vector-width"="512"')
 
-        def index(base: ir.Value, stride: ir.Value, k: int) -> ir.Value:
-            return builder.add(base, builder.mul(stride, ir.Constant(stride.type, k)))
+        def index(base: ir.Value, stride: ir.Value, k: int, plus: int = 0) -> ir.Value:
+            return builder.add(
+                builder.add(base, builder.mul(stride, ir.Constant(stride.type, k))), ir.Constant(base.type, plus)
+            )
 
         s0_, ss_, d0_, ds_ = args[1], args[2], args[4], args[5]
-        rows = [
-            builder.load(_lanes_at(context, builder, src, args[0], index(s0_, ss_, i), vec), align=width)
-            for i in range(n)
-        ]
-        for j, column in enumerate(_transpose_lanes(builder, rows, _LANE_BYTES // width)):
-            at = _lanes_at(context, builder, dst, args[3], index(d0_, ds_, j), vec)
-            if stream:
-                _nontemporal(builder, builder.store(column, at, align=LINE))
-            else:
-                builder.store(column, at, align=width)
+        columns = []
+        for b in range(blocks):
+            rows = [
+                builder.load(_lanes_at(context, builder, src, args[0], index(s0_, ss_, b * n + i), vec), align=width)
+                for i in range(n)
+            ]
+            columns.append(_transpose_lanes(builder, rows, _LANE_BYTES // width))
+        for q in range(blocks):
+            for j in range(n):
+                b = (q + j) % blocks
+                at = _lanes_at(context, builder, dst, args[3], index(d0_, ds_, j, b * n), vec)
+                if stream:
+                    _nontemporal(builder, builder.store(columns[b][j], at, align=LINE))
+                else:
+                    builder.store(columns[b][j], at, align=width)
         return context.get_dummy_value()
 
     return types.none(src, s0, ss, dst, d0, ds), codegen
 
 
-_transpose_block = _make_transpose_block(False)
-_transpose_block_nt = _make_transpose_block(True)
+_transpose_block = _make_transpose(False, 1)
+_transpose_block_nt = _make_transpose(True, 1)
+# Two blocks, one on top of the other: more would not fit the 32 vector registers (four measured
+# slower than two, section 23).
+_transpose_pair = _make_transpose(False, 2)
+_transpose_pair_nt = _make_transpose(True, 2)
 
 
 @intrinsic
@@ -521,7 +551,7 @@ def _look_up(table, t, s, dst, d, m):
 def _table(pt, tt, ptab, po, to, n, tile, nblocks, stream):
     """The gather walk over blocks and tiles as ``flat`` walks them; ``stream`` as there."""
     t, o, table = _view(pt, n, tt), _view(po, n, to), _view(ptab, TABLE_ENTRIES + TABLE_PAD, to)
-    chunk = ((n + nblocks - 1) // nblocks + 31) // 32 * 32
+    chunk = _block_share(n, nblocks)
     for b in prange(nblocks):
         buf = np.empty(tile if stream else 0, to.dtype)
         end = min(n, (b + 1) * chunk)
@@ -669,7 +699,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
     def flat(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks, stream):
         g, x, t, o = _view(pg, n, tg), _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)
         cof = np.float32(cof64)
-        chunk = ((n + nblocks - 1) // nblocks + 31) // 32 * 32  # whole cache lines per block
+        chunk = _block_share(n, nblocks)
         un, uahead, own_x = np.uint64(n), np.uint64(ahead), px != pt
         for b in prange(nblocks):
             vectors()
@@ -694,7 +724,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
         x, t, o = _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)
         cof = np.float32(cof64)
         g0 = _load(_view(pg, 1, tg), 0)  # read once, not n times
-        chunk = ((n + nblocks - 1) // nblocks + 31) // 32 * 32
+        chunk = _block_share(n, nblocks)
         un, uahead, own_x = np.uint64(n), np.uint64(ahead), px != pt
         for b in prange(nblocks):
             vectors()
@@ -787,10 +817,12 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
         # inputs step through dim 1 at stride 1, the output through dim 0 (a transposed input and a
         # contiguous out). Either order makes one side stride through memory at a power of two,
         # where every line of a column maps to the same cache set, and the strided side's loads or
-        # stores stay scalar. So the problem goes in 64 x 64 tiles through an L1 buffer of out's
-        # element type: pass (a) runs the formula along dim 1, the inputs' order, vectorised like
-        # flat; pass (b) moves the buffer into out along dim 0 through registers, blocks one cache
-        # line a side (_transpose_block, _block), each output column run stored as whole lines.
+        # stores stay scalar. So the problem goes in tiles of 16 KiB (_TILE_BYTES; 64 or 128 rows
+        # by 64 columns) through an L1 buffer of out's element type: pass (a) runs the formula
+        # along dim 1, the inputs' order, vectorised like flat; pass (b) moves the buffer into out
+        # along dim 0 through registers, blocks one cache line a side (_transpose_block, _block),
+        # two at a time where they can (_transpose_pair: its stores alternate even and odd lines),
+        # each output column run stored as whole lines.
         # Each block owns a contiguous range of tiles, column strip by column strip, so its stores
         # advance along each output line run in order (round-robin tiles measured 1.3x slower;
         # results/performance.md).
@@ -803,7 +835,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
         o = _view(po, spans[3], to)
         cof = np.float32(cof64)
         rows, cols = np.uint64(shape[0]), np.uint64(shape[1])
-        tr, tc = np.uint64(_TILE_ROWS), np.uint64(_TILE_COLS)
+        tr, tc = np.uint64(_TILE_BYTES // _TILE_COLS // o.itemsize), np.uint64(_TILE_COLS)
         one = np.uint64(1)
         row_tiles, col_tiles = (rows + tr - one) // tr, (cols + tc - one) // tc
         # Unsigned offsets, as in flat (strides here are never negative).
@@ -813,7 +845,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
         unit = sx1 == 1 and st1 == 1
         for b in prange(nblocks):
             vectors()
-            buf = np.empty(_TILE_ROWS * _TILE_COLS, to.dtype)
+            buf = np.empty(_TILE_BYTES // o.itemsize, to.dtype)
             ntiles = row_tiles * col_tiles
             share = (ntiles + np.uint64(nblocks) - one) // np.uint64(nblocks)
             for tile_no in range(np.uint64(b) * share, min(ntiles, (np.uint64(b) + one) * share)):
@@ -844,11 +876,19 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                         for c in range(run):
                             gi, xi, ti = _load(g, rg + c * sg1), _load(x, rx + c * sx1), _load(t, rt + c * st1)
                             _store(buf, rb + c, value(gi, xi, ti, cof))
-                # (b): whole blocks through registers, then the ragged edges element by element.
+                # (b): whole blocks through registers, two at a time and then a last odd one, then
+                # the ragged edges element by element.
                 block_cols = block_rows = np.uint64(LINE // o.itemsize)  # _block(itemsize)
                 nr_whole, nc_whole = nr // block_rows * block_rows, nc // block_cols * block_cols
+                pair_rows = np.uint64(2) * block_rows
+                nr_pairs = nr_whole // pair_rows * pair_rows
                 for c in range(np.uint64(0), nc_whole, block_cols):
-                    for r in range(np.uint64(0), nr_whole, block_rows):
+                    for r in range(np.uint64(0), nr_pairs, pair_rows):
+                        if stream:
+                            _transpose_pair_nt(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
+                        else:
+                            _transpose_pair(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
+                    for r in range(nr_pairs, nr_whole, block_rows):
                         if stream:
                             _transpose_block_nt(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
                         else:

@@ -1,7 +1,8 @@
 """The CPU backend's transposed walk (cpu_loops.transposed): 2-d problems whose inputs are
-transposed views and whose out is contiguous go through 64 x 64 tiles, one-line-square register
-transposes inside them and element-wise copies at ragged edges; a large line-aligned out is
-stored non-temporally. Every shape class below must give bitwise what the same call on contiguous
+transposed views and whose out is contiguous go through tiles of 16 KiB (64 columns by 64 rows of
+float32 or 128 of a 16-bit type), one-line-square register transposes inside them (in pairs, then
+a last odd one) and element-wise copies at ragged edges; a large line-aligned out is stored
+non-temporally. Every shape class below must give bitwise what the same call on contiguous
 copies gives (the formula is elementwise, so the layout may not change a bit), for every dtype,
 gradient kind and core count. The planner marks these problems Layout.TRANSPOSED, whose space
 tunes cores and the stream flag only (tiling.cpu_transposed_space)."""
@@ -22,8 +23,10 @@ from kernels.modes import Variant
 from kernels.tiling import Tiling
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-# (rows, cols) of out: tile multiples, ragged in either dim, narrower than one register block.
-SHAPES = ((128, 64), (130, 77), (64, 200), (5, 300), (300, 3), (9, 9))
+# (rows, cols) of out: tile multiples, ragged in either dim, narrower than one register block;
+# out's columns are the tile's rows: 48 leaves one float32 block after a pair and one 16-bit block
+# alone, 96 and 320 whole pairs and odd blocks in both.
+SHAPES = ((128, 64), (130, 77), (64, 200), (5, 300), (300, 3), (9, 9), (40, 48), (40, 96), (70, 320))
 CALLS = {
     "mse": lambda g, x, t, **kw: kernels.mse_loss_backward(g, x, t, "none", **kw),
     "l1": lambda g, x, t, **kw: kernels.l1_loss_backward(g, x, t, "none", **kw),
@@ -76,17 +79,29 @@ def _move_streamed(src, s0, ss, dst, d0, ds):
     cpu_loops._sfence()
 
 
-def _check_block_move(move: object, dtype: type, ds: int, line_aligned: bool) -> None:
-    """One block moved from src (rows 40 apart, from element 5) into dst (columns ``ds`` apart):
-    every element where the transpose puts it, the rest of dst untouched. ``line_aligned``: the
-    first column starts on a cache line (the streamed stores need it), else at element 7."""
+@njit
+def _move_pair(src, s0, ss, dst, d0, ds):
+    cpu_loops._transpose_pair(src, s0, ss, dst, d0, ds)
+
+
+@njit
+def _move_pair_streamed(src, s0, ss, dst, d0, ds):
+    cpu_loops._transpose_pair_nt(src, s0, ss, dst, d0, ds)
+    cpu_loops._sfence()
+
+
+def _check_block_move(move: object, dtype: type, ds: int, line_aligned: bool, blocks: int = 1) -> None:
+    """``blocks`` blocks stacked in src (rows 40 apart, from element 5) moved into dst (columns
+    ``ds`` apart, block b on line b of each): every element where the transpose puts it, the rest
+    of dst untouched. ``line_aligned``: the first column starts on a cache line (the streamed
+    stores need it), else at element 7."""
     n = cpu_loops._block(np.dtype(dtype).itemsize)  # 16 float32, 32 16-bit: one line per column
-    src = (np.arange(40 * 40) * 3 + 1).astype(dtype)
+    src = (np.arange(40 * (blocks * n + 1)) * 3 + 1).astype(dtype)
     dst = np.zeros(ds * (n + 2), dtype)
     d0 = (-(dst.ctypes.data // dst.itemsize)) % n if line_aligned else 7
     move(src, np.uint64(5), np.uint64(40), dst, np.uint64(d0), np.uint64(ds))
     want = np.zeros_like(dst)
-    for i in range(n):
+    for i in range(blocks * n):
         for j in range(n):
             want[d0 + j * ds + i] = src[5 + i * 40 + j]
     assert np.array_equal(dst, want)
@@ -152,6 +167,15 @@ def test_plumbing_with_a_spy_kernel_the_launch_streams_where_the_config_and_out_
 def test_streamed_register_transpose_moves_one_block(dtype: type) -> None:
     """The non-temporal twin of the block move, into line-aligned columns three lines apart."""
     _check_block_move(_move_streamed, dtype, 3 * cpu_loops._block(np.dtype(dtype).itemsize), line_aligned=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint16], ids=str)
+def test_pair_transpose_moves_two_stacked_blocks(dtype: type) -> None:
+    """Two blocks, rows 0..n-1 and n..2n-1 of src, onto lines 0 and 1 of each column, with
+    ordinary stores (columns 3 lines + 9 elements apart, not aligned) and with streamed ones."""
+    n = cpu_loops._block(np.dtype(dtype).itemsize)
+    _check_block_move(_move_pair, dtype, 3 * n + 9, line_aligned=False, blocks=2)
+    _check_block_move(_move_pair_streamed, dtype, 3 * n, line_aligned=True, blocks=2)
 
 
 @pytest.mark.parametrize(("n", "lane"), [(16, 4), (32, 8), (8, 8), (16, 16)])

@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kernels.modes import Layout
 from kernels.tiling import Space, Tiling
 
 if TYPE_CHECKING:
@@ -112,9 +113,12 @@ def load(backend: str, device: str, root: Path | None = None) -> FrozenTable | N
     return FrozenTable(path, tuple(e for e in data["entries"] if isinstance(e, dict)), common)
 
 
-def common_name(op: str, log_target: object) -> str:
-    """The key of an op's best common config: KL with logTarget has its own ("kl_div-log")."""
-    return op + ("-log" if log_target else "")
+def common_name(op: str, log_target: object, layout: object = None) -> str:
+    """The key of an op's best common config: KL with logTarget has its own ("kl_div-log"), and so
+    does the transposed layout ("mse/transposed"): its walk has a space of its own, so a config won
+    there is never legal elsewhere, and counted with the others it crowded them out."""
+    transposed = layout == Layout.TRANSPOSED.value
+    return op + ("-log" if log_target else "") + (f"/{Layout.TRANSPOSED.value}" if transposed else "")
 
 
 def entry_log_target(entry: dict[str, object]) -> bool:
@@ -185,7 +189,7 @@ def lookup(
         if config is not None:
             larger = int(entry.get("bucket", 0)) <= key.bucket  # type: ignore[call-overload]
             return _carried(config, space, f"frozen {name} [nearest 2^{entry.get('bucket')}", stream=larger)
-    common = (table.common or {}).get(common_name(key.op.value, key.log_target))
+    common = (table.common or {}).get(common_name(key.op.value, key.log_target, key.layout.value))
     if isinstance(common, dict):
         config = _usable(table, common, space, backend, same_problem=False)
         if config is not None:

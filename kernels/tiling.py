@@ -188,11 +188,11 @@ def cpu_space(facts: DeviceFacts, variants: tuple[Variant, ...], numel: int) -> 
 
 # The transposed walk (cpu_loops.transposed) goes in fixed tiles of 16 KiB of out through an L1
 # buffer, 64 columns by 64 rows of float32 or 128 of a 16-bit type; 16 to 256 rows or columns
-# measured no better (results/performance.md, sections 13, 17 and 23), so its tile is not a knob
-# and CPU_TRANSPOSED_TILE only names it in configs. Its stores of out's columns are non-temporal where the config says stream: from 16
-# MiB of out on that was 1.3-1.9x faster, while at 8 MiB the sign depends on whether out is still
-# cached from the last call and on how many inputs compete (sections 17, 19). So the default keeps
-# that size rule and the tuner decides per bucket.
+# measured no better (results/performance.md, sections 13, 17 and 23), so its tile is not a knob and
+# CPU_TRANSPOSED_TILE only names it in configs. Its stores of out's columns are non-temporal where
+# the config says stream: from 16 MiB of out on that was 1.3-1.9x faster, while at 8 MiB the sign
+# depends on whether out is still cached from the last call and on how many inputs compete (sections
+# 17, 19). So the default keeps that size rule and the tuner decides per bucket.
 CPU_TRANSPOSED_TILE = 64 * 64
 CPU_STREAM_OUT_BYTES = 1 << 24
 

@@ -88,7 +88,8 @@ COMMON_MIN_WINS = 2
 
 
 def _best_common(entries: list[dict[str, object]]) -> dict[str, dict[str, object]]:
-    """Per op, the tuned config that won most often (ties: best mean speedup over default).
+    """Per op (and layout family, frozen.common_name), the tuned config that won most often (ties:
+    best mean speedup over default).
 
     A config must have won at least COMMON_MIN_WINS studies: a single win is one problem's optimum
     (one thread at 2^16, say), and applied to every untuned dtype and size it cost 2x on the
@@ -97,7 +98,7 @@ def _best_common(entries: list[dict[str, object]]) -> dict[str, dict[str, object
     by_op: dict[str, list[dict[str, object]]] = collections.defaultdict(list)
     for e in entries:
         if e["tuned"]:
-            by_op[frozen.common_name(str(e["op"]), e.get("log_target"))].append(e)
+            by_op[frozen.common_name(str(e["op"]), e.get("log_target"), e.get("layout"))].append(e)
     common = {}
     for op, wins in by_op.items():
         counts = collections.Counter(json.dumps(e["config"], sort_keys=True) for e in wins)

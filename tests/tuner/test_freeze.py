@@ -207,6 +207,44 @@ def test_a_single_win_is_not_a_common_config() -> None:
     assert set(_best_common([kl, kl, kl_log, kl_log])) == {"kl_div", "kl_div-log"}  # each its own winner
 
 
+def test_the_transposed_layout_has_a_common_config_of_its_own(tmp_path: Path) -> None:
+    """Wins in the transposed walk's space are counted apart: three of them used to outvote two
+    contiguous wins and leave contiguous problems with a common config they could never use."""
+    from tuner.freeze import _best_common
+
+    flat = Tiling(tile=1024, cores=2, variant=Variant.FLAT)
+    walk = Tiling(tile=tiling.CPU_TRANSPOSED_TILE, cores=2, variant=Variant.STRIDED, stream=True)
+    base = {"op": "mse", "tuned": True, "speedup_vs_default": 1.1, "kernel_hash": "k", "space_hash": "s"}
+    wins = [base | {"layout": "contiguous", "config": flat.to_dict()}] * 2
+    wins += [base | {"layout": "transposed", "config": walk.to_dict()}] * 3
+    common = _best_common(wins)
+    assert set(common) == {"mse", "mse/transposed"}
+    assert common["mse"]["config"] == flat.to_dict() and common["mse/transposed"]["config"] == walk.to_dict()
+
+    # lookup picks the one of the problem's layout
+    contiguous = Case(Op.MSE, torch.float32, (1 << 16,), Reduction.NONE)
+    transposed = dataclasses.replace(contiguous, layout=InputLayout.TRANSPOSED)
+    keys = {}
+    for case in (contiguous, transposed):
+        g, x, t = case.inputs("cpu")
+        ex = case.phase_one(g, x, t, case.out_like(x), "cpu")
+        keys[case.layout] = (ex.key, ex.space)
+    table = {
+        name: entry | {"kernel_hash": frozen.kernel_hash("cpu", "mse"), "space_hash": keys[layout][1].hash}
+        for (name, entry), layout in zip(
+            sorted(common.items()), (InputLayout.CONTIGUOUS, InputLayout.TRANSPOSED), strict=True
+        )
+    }
+    _write(tmp_path, [], table)
+    far = {layout: dataclasses.replace(key, bucket=12) for layout, (key, _) in keys.items()}
+    assert (
+        frozen.lookup("cpu", "dev", far[InputLayout.CONTIGUOUS], keys[InputLayout.CONTIGUOUS][1], tmp_path)[0] == flat
+    )
+    assert (
+        frozen.lookup("cpu", "dev", far[InputLayout.TRANSPOSED], keys[InputLayout.TRANSPOSED][1], tmp_path)[0] == walk
+    )
+
+
 def test_kl_with_log_target_has_entries_and_a_common_config_of_its_own(tmp_path: Path) -> None:
     case = Case(Op.KL_DIV, torch.float32, (1 << 16,), Reduction.MEAN, log_target=True)
     g, x, t = case.inputs("cpu")

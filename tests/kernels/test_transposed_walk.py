@@ -68,26 +68,28 @@ def test_transposed_inputs_give_the_contiguous_bits(
         assert torch.equal(_bits(got), _bits(want)), (cores, shape)
 
 
-@njit
-def _move(src, s0, ss, dst, d0, ds):
-    cpu_loops._transpose_block(src, s0, ss, dst, d0, ds)
+def _mover(transpose: object) -> object:
+    """A jitted caller of one register-transpose intrinsic (intrinsics run only inside numba). The
+    sfence orders a streamed transpose's stores before the test reads dst; after ordinary stores
+    it changes nothing."""
+
+    @njit
+    def move(src, s0, ss, dst, d0, ds):
+        transpose(src, s0, ss, dst, d0, ds)
+        cpu_loops._sfence()
+
+    return move
 
 
-@njit
-def _move_streamed(src, s0, ss, dst, d0, ds):
-    cpu_loops._transpose_block_nt(src, s0, ss, dst, d0, ds)
-    cpu_loops._sfence()
-
-
-@njit
-def _move_pair(src, s0, ss, dst, d0, ds):
-    cpu_loops._transpose_pair(src, s0, ss, dst, d0, ds)
-
-
-@njit
-def _move_pair_streamed(src, s0, ss, dst, d0, ds):
-    cpu_loops._transpose_pair_nt(src, s0, ss, dst, d0, ds)
-    cpu_loops._sfence()
+_move, _move_streamed, _move_pair, _move_pair_streamed = (
+    _mover(f)
+    for f in (
+        cpu_loops._transpose_block,
+        cpu_loops._transpose_block_nt,
+        cpu_loops._transpose_pair,
+        cpu_loops._transpose_pair_nt,
+    )
+)
 
 
 def _check_block_move(move: object, dtype: type, ds: int, line_aligned: bool, blocks: int = 1) -> None:

@@ -46,7 +46,7 @@ _I32 = ir.IntType(32)
 llvm.set_option("", "-enable-epilogue-vectorization=false")
 # The transposed walk's tile: 64 columns (the inputs' unit-stride dim) by as many rows as make 16 KiB
 # of out's element type, 64 of float32 (best of 16..256, performance.md) and 128 of a 16-bit type,
-# whose rows then leave as 4 lines instead of 2: 1.04-1.26x (section 23).
+# whose rows then leave as 4 lines instead of 2: 1.01-1.26x (section 23).
 _TILE_BYTES = 16 * 1024
 _TILE_COLS = 64
 _F16_MAGIC = np.float32(2.0**112)  # rebias a float16 exponent (15) to float32's (127)
@@ -397,7 +397,7 @@ def _transpose_typer(src, s0, ss, dst, d0, ds, stream: bool, blocks: int):
 
     The stores go in ``blocks`` rounds, round q storing column j of block (q + j) % blocks. Out's
     columns are a power of two apart, so one block's n lines share their low address bits; on
-    the host measured, n stores in a row that all land on even (or all on odd) lines ran 1.2-1.4x
+    the host measured, n stores in a row that all land on even (or all on odd) lines ran 1.16-1.36x
     slower than ones that alternate (results/performance.md, section 23). With two blocks each
     round alternates. src and dst hold the same element type, moved as raw bits."""
     if not _raw_pair(src, dst):

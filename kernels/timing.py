@@ -119,6 +119,18 @@ def copy_bandwidth(device: str = "cpu", nbytes: int = 1 << 28, min_time_s: float
     return 2 * n * 4 / timing.median_s
 
 
+def copy_probe(device: str, nbytes_moved: int) -> tuple[Callable[[int], object], int]:
+    """The copy :func:`roofline` times, unmeasured: ``run(i)`` and the bytes one run moves, for a
+    caller that times it in the same interleaved rounds as a kernel. On this class of host the
+    copy's bandwidth moved 1.6x between reports and within one (results/performance.md, section
+    24): one probe per working set, cached for a whole report, let a row be judged against a
+    copy timed minutes before it in another regime."""
+    n = max(1, max(4096, nbytes_moved // 2) // 4)
+    src = torch.ones(n, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    return (lambda _: dst.copy_(src)), 2 * n * 4
+
+
 def roofline(device: str, nbytes_moved: int, min_time_s: float = 0.2) -> float:
     """The copy bandwidth at the same working set as an op that moves ``nbytes_moved``.
 

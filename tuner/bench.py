@@ -12,6 +12,7 @@ import torch
 
 from kernels import backends, timing
 from kernels.accuracy import mismatch
+from kernels.executor import Executor
 from kernels.modes import Op
 from tuner.problems import Case, InputLayout
 
@@ -41,6 +42,9 @@ class BenchRow:
     speedup_vs_vendor: float
     oneshot_s: float  # the public function with validation, planning and config lookup, out given
     case: str = "contiguous"
+    # A layout row's contiguous partner (same op, dtype, size, reduction), its tuned launch timed in
+    # the same interleaved rounds: the layout's cost is their ratio. 0 for a contiguous row.
+    contiguous_s: float = 0.0
 
 
 def _public(case: Case) -> Callable[..., torch.Tensor]:
@@ -55,32 +59,58 @@ def _public(case: Case) -> Callable[..., torch.Tensor]:
     return lambda g, x, t, out, backend: kl_div.kl_div_backward(g, x, t, red, log_target=log, out=out, backend=backend)
 
 
-def bench_case(case: Case, backend: str, *, min_time_s: float = 0.1, rounds: int = 3, seed: int = 0) -> BenchRow:
-    device = timing.backend_device(backend)
+def _checked(
+    case: Case, backend: str, device: torch.device, default: bool
+) -> tuple[tuple[torch.Tensor, ...], tuple[Executor, ...]]:
+    """Seeded (g, x, t, out) of ``case`` and its tuned executor (and the default's, if asked) on
+    them, each launched once and compared with the reference: a wrong kernel must not post a fast
+    number."""
     g, x, t = case.inputs(device)
     out = case.out_like(x)
     tuned = case.phase_one(g, x, t, out, backend)
-    default = case.phase_one(g, x, t, out, backend, tuned.space.default)
-    launch = backends.get(backend).launch
+    executors = (tuned, case.phase_one(g, x, t, out, backend, tuned.space.default)) if default else (tuned,)
     ref = case.reference(g, x, t)
-    for ex in (tuned, default):
-        launch(ex)
+    for ex in executors:
+        backends.get(backend).launch(ex)
         wrong = mismatch(out, ref)
-        if wrong:  # a wrong kernel must not post a fast number
+        if wrong:
             raise AssertionError(f"{case.label()} {ex.config.short()} is wrong: {wrong}")
+    return (g, x, t, out), executors
+
+
+def bench_case(
+    case: Case,
+    backend: str,
+    *,
+    min_time_s: float = 0.1,
+    rounds: int = 3,
+    seed: int = 0,
+    partner: Case | None = None,
+) -> BenchRow:
+    """Tuned, default, vendor, the one-shot public call and the size-matched copy (the roofline),
+    timed in the same interleaved rounds; ``partner``: a contiguous case timed beside them too."""
+    device = timing.backend_device(backend)
+    (g, x, t, out), (tuned, default) = _checked(case, backend, device, default=True)
+    launch = backends.get(backend).launch
     vendor = case.baseline()
     public = _public(case)
+    nbytes = timing.bytes_moved(case.read_tensors(g, x, t), out)
+    copy, copy_bytes = timing.copy_probe(str(device), nbytes)
     runs = [
         lambda _: launch(tuned),
         lambda _: launch(default),
         lambda _: vendor(g, x, t),
         lambda _: public(g, x, t, out, backend),
+        copy,
     ]
+    if partner is not None:
+        _, (contiguous,) = _checked(partner, backend, device, default=False)
+        runs.append(lambda _: launch(contiguous))
     samples: list[list[float]] = [[] for _ in runs]
     medians: list[list[float]] = [[] for _ in runs]
     order = list(range(len(runs)))
     rng = random.Random(seed)
-    for _ in range(rounds):  # interleaved, so drift on a shared host hits all three alike
+    for _ in range(rounds):  # interleaved, so drift on a shared host hits them all alike
         rng.shuffle(order)
         for i in order:
             result = timing.measure(runs[i], device, min_time_s=min_time_s)
@@ -88,8 +118,7 @@ def bench_case(case: Case, backend: str, *, min_time_s: float = 0.1, rounds: int
             medians[i].append(result.median_s)
     tuned_t = timing.summarize(samples[0])
     med = [statistics.median(m) for m in medians]
-    nbytes = timing.bytes_moved(case.read_tensors(g, x, t), out)
-    copy = timing.roofline(str(device), nbytes)
+    copy_bps = copy_bytes / med[4]
     gbps = nbytes / med[0] / 1e9
     return BenchRow(
         case.op.value + ("-log" if case.log_target else ""),
@@ -107,12 +136,13 @@ def bench_case(case: Case, backend: str, *, min_time_s: float = 0.1, rounds: int
         med[1],
         med[2],
         gbps,
-        100 * gbps / (copy / 1e9),
-        copy / 1e9,
+        100 * gbps / (copy_bps / 1e9),
+        copy_bps / 1e9,
         med[1] / med[0],
         med[2] / med[0],
         med[3],
         case.layout.value,
+        med[5] if partner is not None else 0.0,
     )
 
 
@@ -160,8 +190,8 @@ def format_table(rows: list[BenchRow]) -> str:
     text = _aligned(lines)
     if rows:
         text.append(
-            f"roofline: copy bandwidth of torch copy_ at each case's working set ({rows[0].copy_gbps:.2f} GB/s for the "
-            f"first row) on {rows[0].backend}/{rows[0].device}"
+            f"roofline: copy bandwidth of torch copy_ at each case's working set, timed in the case's own rounds "
+            f"({rows[0].copy_gbps:.2f} GB/s for the first row) on {rows[0].backend}/{rows[0].device}"
         )
     return "\n".join(text)
 
@@ -177,14 +207,17 @@ REPORT_LAYOUT_SIZE = "2^22"
 def report_rows(
     cases: list[Case], backend: str, *, min_time_s: float = 0.05, rounds: int = 3, layouts: bool = True
 ) -> list[BenchRow]:
-    """The size sweep, then broadcast and transposed forms of the contiguous REPORT_LAYOUT_SIZE cases."""
+    """The size sweep, then broadcast and transposed forms of the contiguous REPORT_LAYOUT_SIZE cases,
+    each timed beside its contiguous partner."""
     rows = [bench_case(c, backend, min_time_s=min_time_s, rounds=rounds) for c in cases]
     if layouts:
         size = 2 ** int(REPORT_LAYOUT_SIZE.split("^")[1])
         for c in cases:
             if c.numel == size and c.layout is InputLayout.CONTIGUOUS:
                 rows += [
-                    bench_case(dataclasses.replace(c, layout=lay), backend, min_time_s=min_time_s, rounds=rounds)
+                    bench_case(
+                        dataclasses.replace(c, layout=lay), backend, min_time_s=min_time_s, rounds=rounds, partner=c
+                    )
                     for lay in (InputLayout.BROADCAST, InputLayout.TRANSPOSED)
                 ]
     return rows
@@ -210,7 +243,9 @@ def format_report(rows: list[BenchRow]) -> str:
     lines = [head]
     contiguous = {(r.op, r.dtype, r.numel, r.reduction): r.tuned_s for r in rows if r.case == "contiguous"}
     for r in rows:
-        base = contiguous.get((r.op, r.dtype, r.numel, r.reduction))
+        # The partner timed in the row's own rounds where there is one (reports before section 24
+        # have none: then the contiguous row, timed minutes apart).
+        base = r.contiguous_s or contiguous.get((r.op, r.dtype, r.numel, r.reduction))
         case = r.case if r.case == "contiguous" or base is None else f"{r.case} ({r.tuned_s / base:.2f}x)"
         lines.append(
             (

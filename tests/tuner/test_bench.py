@@ -1,0 +1,63 @@
+"""tuner/bench.py: what a report row is measured against, and in which rounds (CPU, small cases)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels import timing
+from kernels.modes import Op, Reduction
+from tuner import bench
+from tuner.problems import Case, InputLayout
+
+L1 = Case(Op.L1, torch.float32, (64 * 64,), Reduction.NONE)
+
+
+def test_copy_probe_moves_the_working_set_it_is_matched_to() -> None:
+    run, moved = timing.copy_probe("cpu", 1 << 20)
+    assert moved == 1 << 20  # half read, half written, as roofline() sizes it
+    run(0)
+    small_run, small = timing.copy_probe("cpu", 100)
+    assert small == 2 * 4096  # the floor roofline() keeps for tiny cases
+    small_run(0)
+
+
+def test_the_copy_is_timed_in_the_rows_own_rounds_plumbing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plumbing (the copy is real, only counted): the roofline of a row comes from a copy timed in
+    that row's interleaved rounds, never from the per-process cached probe, which a 20-minute
+    report would otherwise read for rows timed long after it."""
+    calls = {"copy": 0}
+    real_probe = timing.copy_probe
+
+    def counted(device: str, nbytes: int):  # type: ignore[no-untyped-def]
+        run, moved = real_probe(device, nbytes)
+
+        def counting(i: int) -> object:
+            calls["copy"] += 1
+            return run(i)
+
+        return counting, moved
+
+    def cached(*_: object) -> float:
+        raise AssertionError("bench_case must not read the cached copy bandwidth")
+
+    monkeypatch.setattr(timing, "copy_probe", counted)
+    monkeypatch.setattr(timing, "copy_bandwidth", cached)
+    row = bench.bench_case(L1, "cpu", min_time_s=0.001, rounds=3)
+    assert calls["copy"] >= 3 * 5  # every round, each at least measure()'s min_runs
+    nbytes = 3 * L1.numel * 4 + L1.numel * 4  # l1 reads g, x, t and writes out
+    assert row.copy_gbps > 0 and row.roofline_pct == pytest.approx(100 * row.gbps / row.copy_gbps)
+    assert row.gbps == pytest.approx(nbytes / row.tuned_s / 1e9)
+    assert row.contiguous_s == 0.0  # a contiguous row has no partner
+
+
+def test_layout_rows_are_judged_against_a_partner_timed_beside_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "REPORT_LAYOUT_SIZE", "2^12")  # L1's size: small enough for a unit test
+    transposed = Case(Op.L1, torch.float32, (64 * 64,), Reduction.NONE, layout=InputLayout.TRANSPOSED)
+    rows = bench.report_rows([L1], "cpu", min_time_s=0.001, rounds=1)
+    assert [r.case for r in rows] == ["contiguous", "broadcast", "transposed"]
+    assert rows[0].contiguous_s == 0.0 and all(r.contiguous_s > 0 for r in rows[1:])
+    # The printed ratio is over the partner of the row's own rounds, not over the contiguous row.
+    line = next(ln for ln in bench.format_report(rows).splitlines() if "transposed (" in ln)
+    assert f"({rows[2].tuned_s / rows[2].contiguous_s:.2f}x)" in line
+    assert bench.bench_case(transposed, "cpu", min_time_s=0.001, rounds=1, partner=L1).contiguous_s > 0

@@ -109,26 +109,34 @@ def measure(
     return summarize(samples)
 
 
-@cache
-def copy_bandwidth(device: str = "cpu", nbytes: int = 1 << 28, min_time_s: float = 0.3) -> float:
-    """Bytes per second of ``dst.copy_(src)`` with ``nbytes`` buffers, read + write counted."""
+def _copy(device: str, nbytes: int) -> tuple[Callable[[int], object], int]:
+    """``run(i)``: ``dst.copy_(src)`` with ``nbytes`` float32 buffers; and the bytes one run moves,
+    read + write counted."""
     n = max(1, nbytes // 4)
     src = torch.ones(n, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
-    timing = measure(lambda _: dst.copy_(src), device, min_time_s=min_time_s, warmup=3)
-    return 2 * n * 4 / timing.median_s
+    return (lambda _: dst.copy_(src)), 2 * n * 4
+
+
+def _matched(nbytes_moved: int) -> int:
+    """Copy buffers the size of half an op's traffic (half read, half written), at least 4 KiB."""
+    return max(4096, nbytes_moved // 2)
+
+
+@cache
+def copy_bandwidth(device: str = "cpu", nbytes: int = 1 << 28, min_time_s: float = 0.3) -> float:
+    """Bytes per second of ``dst.copy_(src)`` with ``nbytes`` buffers, read + write counted."""
+    run, moved = _copy(device, nbytes)
+    return moved / measure(run, device, min_time_s=min_time_s, warmup=3).median_s
 
 
 def copy_probe(device: str, nbytes_moved: int) -> tuple[Callable[[int], object], int]:
     """The copy :func:`roofline` times, unmeasured: ``run(i)`` and the bytes one run moves, for a
     caller that times it in the same interleaved rounds as a kernel. On this class of host the
     copy's bandwidth moved 1.6x between reports and within one (results/performance.md, section
-    24): one probe per working set, cached for a whole report, let a row be judged against a
+    25): one probe per working set, cached for a whole report, let a row be judged against a
     copy timed minutes before it in another regime."""
-    n = max(1, max(4096, nbytes_moved // 2) // 4)
-    src = torch.ones(n, dtype=torch.float32, device=device)
-    dst = torch.empty_like(src)
-    return (lambda _: dst.copy_(src)), 2 * n * 4
+    return _copy(device, _matched(nbytes_moved))
 
 
 def roofline(device: str, nbytes_moved: int, min_time_s: float = 0.2) -> float:
@@ -138,7 +146,7 @@ def roofline(device: str, nbytes_moved: int, min_time_s: float = 0.2) -> float:
     class): a 2^22-element op lives in L3, and a copy of 256 MB buffers would flatter it (>100%).
     The copy moves the same bytes (half read, half written) so it sits in the same level.
     """
-    return copy_bandwidth(device, max(4096, nbytes_moved // 2), min_time_s)
+    return copy_bandwidth(device, _matched(nbytes_moved), min_time_s)
 
 
 def bytes_moved(tensors_read: list[torch.Tensor], out: torch.Tensor) -> int:

@@ -243,7 +243,7 @@ def format_report(rows: list[BenchRow]) -> str:
     lines = [head]
     contiguous = {(r.op, r.dtype, r.numel, r.reduction): r.tuned_s for r in rows if r.case == "contiguous"}
     for r in rows:
-        # The partner timed in the row's own rounds where there is one (reports before section 24
+        # The partner timed in the row's own rounds where there is one (reports before section 25
         # have none: then the contiguous row, timed minutes apart).
         base = r.contiguous_s or contiguous.get((r.op, r.dtype, r.numel, r.reduction))
         case = r.case if r.case == "contiguous" or base is None else f"{r.case} ({r.tuned_s / base:.2f}x)"

@@ -22,5 +22,22 @@ def fma(a: float, b: float, c: float) -> float:
 
 
 def ldexp(x: float, k: int) -> float:
-    """``x * 2**k`` rounded once, subnormal results included (the formula keeps k in [-252, 254])."""
+    """``x * 2**k`` rounded once, subnormal results included (for k in [-378, 381]: the CPU build
+    without AVX-512F scales by three normal powers of two)."""
     return math.ldexp(x, k)
+
+
+def frexp(x: float) -> tuple[float, int]:
+    """``(m, e)`` with ``x = m * 2**e`` and ``0.5 <= |m| < 1``, for a normal x (the CPU build reads
+    x's bits, so zero, subnormals, inf and NaN are outside its domain). A formula calls it on a
+    loop-invariant scalar, so the split costs nothing per element."""
+    return math.frexp(x)
+
+
+def horner(x: float, coefficients: tuple[float, ...]) -> float:
+    """``sum(c[i] * x**i)`` by Horner's rule, one fma per coefficient after the first (highest
+    degree first); compiled unrolled, the tuple's length known when the formula is."""
+    acc = coefficients[-1]
+    for c in reversed(coefficients[:-1]):
+        acc = fma(acc, x, c)
+    return acc

@@ -202,8 +202,10 @@ def _make_ldexp(scalef: bool) -> Callable[..., float]:
 
     ``scalef``: LLVM's ``ldexp``, one vscalefps per vector with AVX-512F, subnormal results exact;
     without AVX-512F that intrinsic is a libm call per element (the loop stays scalar, 12x slower),
-    so the other build multiplies by 2^k made from exponent bits in two halves, each a normal power
-    of two for k in [-252, 254] (a subnormal result may then be rounded twice: 1 subnormal ulp).
+    so the other build multiplies by three powers of two made from exponent bits, k clamped into
+    [-126, 127] twice and the rest: each a normal power, all of k's sign (so no step underflows or
+    overflows unless the result does), for k in [-378, 381]; KL's exp scales by up to 2^+-345
+    (kernels/ops/kl_div.py). A subnormal result may be rounded more than once: 1 subnormal ulp.
     """
 
     @intrinsic
@@ -222,14 +224,22 @@ def _make_ldexp(scalef: bool) -> Callable[..., float]:
             if scalef:
                 fn = builder.module.declare_intrinsic("llvm.ldexp", [f32, _I32], ir.FunctionType(f32, [f32, _I32]))
                 return builder.call(fn, [value, exp])
-            h1 = builder.ashr(exp, ir.Constant(_I32, 1))
-            h2 = builder.sub(exp, h1)
+
+            def clamp(h: ir.Value) -> ir.Value:
+                low = ir.Constant(_I32, -126)
+                high = ir.Constant(_I32, 127)
+                h = builder.select(builder.icmp_signed("<", h, low), low, h)
+                return builder.select(builder.icmp_signed(">", h, high), high, h)
 
             def power(h: ir.Value) -> ir.Value:
                 biased = builder.add(h, ir.Constant(_I32, 127))
                 return builder.bitcast(builder.shl(biased, ir.Constant(_I32, 23)), f32)
 
-            return builder.fmul(builder.fmul(value, power(h1)), power(h2))
+            h1 = clamp(exp)
+            rest = builder.sub(exp, h1)
+            h2 = clamp(rest)
+            h3 = builder.sub(rest, h2)
+            return builder.fmul(builder.fmul(builder.fmul(value, power(h1)), power(h2)), power(h3))
 
         return types.float32(types.float32, k), codegen
 
@@ -237,8 +247,8 @@ def _make_ldexp(scalef: bool) -> Callable[..., float]:
 
 
 _ldexp_scalef = _make_ldexp(scalef=True)
-_ldexp_halves = _make_ldexp(scalef=False)
-_ldexp = _ldexp_scalef if HAS_SCALEF else _ldexp_halves
+_ldexp_powers = _make_ldexp(scalef=False)
+_ldexp = _ldexp_scalef if HAS_SCALEF else _ldexp_powers
 
 
 @overload(scalar.fma)
@@ -249,6 +259,36 @@ def _fma_impl(a, b, c):
 @overload(scalar.ldexp)
 def _ldexp_impl(x, k):
     return lambda x, k: _ldexp(x, k)
+
+
+@overload(scalar.frexp)
+def _frexp_impl(x):
+    if x != types.float32:
+        return None
+
+    def frexp(x):
+        # x's sign and mantissa under the exponent of 0.5, and x's exponent less 0.5's: normal x only.
+        b = np.float32(x).view(np.uint32)
+        m = np.uint32((b & np.uint32(0x807FFFFF)) | np.uint32(0x3F000000)).view(np.float32)
+        return m, np.int32((b >> np.uint32(23)) & np.uint32(0xFF)) - np.int32(126)
+
+    return frexp
+
+
+@overload(scalar.horner)
+def _horner_impl(x, coefficients):
+    if not isinstance(coefficients, types.UniTuple) or coefficients.count < 1:
+        return None
+    # Unrolled for this length: a loop over the tuple would be one LLVM must unroll before it can
+    # vectorise the element loop around it.
+    n = coefficients.count
+    lines = [f"    a = coefficients[{n - 1}]"] + [
+        f"    a = _fmuladd(a, x, coefficients[{i}])" for i in range(n - 2, -1, -1)
+    ]
+    code = "def horner(x, coefficients):\n" + "\n".join(lines) + "\n    return a\n"
+    namespace: dict[str, object] = {"_fmuladd": _fmuladd}
+    exec(code, namespace)  # noqa: S102 - source built above from an integer, no outside text
+    return namespace["horner"]
 
 
 @intrinsic

@@ -20,23 +20,35 @@ from kernels.modes import Variant
 
 
 @triton.jit
-def _exp_f32(t):
-    # exp to ~1.5 ulp on every target: tl.exp is exp2(t * log2e) on GPUs (error grows with |t|) and
-    # numpy's vectorised expf under the interpreter; SEMANTICS holds float32 results to 4 ulp.
-    # Cody-Waite reduction t = k ln2 + r, |r| <= ln2/2, degree-7 Taylor, then 2^k in two exact halves.
-    tc = tl.minimum(tl.maximum(t, -110.0), 90.0)
-    k = tl.floor(tc * 1.4426950408889634 + 0.5)
-    r = tc - k * 0.693145751953125  # ln2's high part: k * it is exact
+def _pow2(h):
+    return ((h + 127) << 23).to(tl.float32, bitcast=True)  # a normal power of two: h in [-126, 127]
+
+
+@triton.jit
+def _kl_log(g, t, cof):
+    # (-exp(t) * g) * cof to ~1.5 ulp of exp on every target: tl.exp is exp2(t * log2e) on GPUs
+    # (error grows with |t|) and numpy's vectorised expf under the interpreter; SEMANTICS holds
+    # float32 results to 4 ulp. The CPU formula's algorithm (kernels/ops/kl_div.py, _log_value):
+    # Cody-Waite reduction t = k ln2 + r, degree-7 Taylor halved, the product's mantissa p/2 * g * m
+    # (m: cof's mantissa in [0.5, 1)), and the scale by 2^(k + 1 + cof's exponent) last, in three
+    # normal powers of two of that exponent's sign: exp(t) alone overflows float32 past t = 88.72,
+    # where the float64 formula times a small g * cof is finite. t is clamped for k only, so t = +inf
+    # gives p = inf and g = 0 gives NaN; a NaN t is restored at the end (GPU min/max drop NaN).
+    tl_ = tl.maximum(t, -194.0)
+    k = tl.floor(tl.minimum(tl_, 237.0) * 1.4426950408889634 + 0.5)
+    r = tl_ - k * 0.693145751953125  # ln2's high part: k * it is exact
     r = r - k * 1.428606765330187e-06
-    p = 1.0 + r * (
-        1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040))))))
+    p = 0.5 + r * (
+        0.5 + r * (0.25 + r * (0.5 / 6 + r * (0.5 / 24 + r * (0.5 / 120 + r * (0.5 / 720 + r * (0.5 / 5040))))))
     )
-    ki = k.to(tl.int32)
-    h1 = ki >> 1
-    h2 = ki - h1
-    s1 = ((h1 + 127) << 23).to(tl.float32, bitcast=True)
-    s2 = ((h2 + 127) << 23).to(tl.float32, bitcast=True)
-    return tl.where(t != t, t, (p * s1) * s2)
+    p = tl.where(t <= -745.13324, 0.0, p)  # float64's exp is 0 there: 0 * g, NaN for g = +-inf
+    bits = tl.cast(cof, tl.float32).to(tl.int32, bitcast=True)  # cof: a Python float under the interpreter
+    m = ((bits & -0x7F800001) | 0x3F000000).to(tl.float32, bitcast=True)  # -0x7F800001: 0x807FFFFF in int32
+    e = k.to(tl.int32) + ((bits >> 23) & 0xFF) - 125  # k + 1 + (cof's exponent - 126)
+    h1 = tl.minimum(tl.maximum(e, -126), 127)
+    h2 = tl.minimum(tl.maximum(e - h1, -126), 127)
+    v = ((p * (g * -m)) * _pow2(h1)) * _pow2(h2) * _pow2(e - h1 - h2)
+    return tl.where(t != t, t, v)
 
 
 @triton.jit
@@ -50,7 +62,7 @@ def _value(g, x, t, cof, OP: tl.constexpr):
     elif OP == 2:  # kl_div
         return (-t * g) * cof
     else:  # kl_div, log_target
-        return (-_exp_f32(t) * g) * cof
+        return _kl_log(g, t, cof)
 
 
 @triton.jit

@@ -15,6 +15,7 @@ the values are summed over the broadcast dims, in an order that does not depend 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -32,7 +33,7 @@ from kernels.plan import (
     elementwise_geometry,
     reduce_geometry,
 )
-from kernels.scalar import fma, ldexp
+from kernels.scalar import fma, frexp, horner, ldexp
 from kernels.tiling import Tiling
 
 
@@ -43,51 +44,77 @@ def _value(g: float, x: float, t: float, cof: float) -> float:
 _LOG2E = np.float32(1.4426950408889634)
 _LN2_HI = np.float32(0.693145751953125)  # ln2's high part: few enough bits that k * it is exact
 _LN2_LO = np.float32(1.428606765330187e-06)
+# One-step reduction for the 16-bit formula: r = t - k * float32(ln2) in one fma is off by at most
+# 342 * 1.9e-9 = 6.5e-7, far under its polynomial's 1.03e-4 (1.04-1.06x less time, 2^21, A/B).
+_LN2 = np.float32(0.6931471805599453)
 _ROUND = np.float32(12582912.0)  # 1.5 * 2^23: adding and subtracting it rounds to an integer
 _ROUND_BITS = _ROUND.view(np.int32)
-_LO, _HI = np.float32(-110.0), np.float32(90.0)  # exp(-110) is 0 and exp(90) inf in float32
-_C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7 = (np.float32(1.0 / math.factorial(i)) for i in range(8))
+# Past these the product is 0 (below) or +-inf (above) for every g and cof the op can have:
+# exp(-194) * 2^128 < 2^-150, and exp(237) * 2^-149 * 2^-63 > 2^128 (cof = 1/numel >= 2^-63).
+# The float32 exp alone over- and underflows far inside them (exp(88.8) is inf, exp(-104) is 0),
+# which is why the scale by 2^k is the formula's last step, after g * cof.
+_LO, _HI = np.float32(-194.0), np.float32(237.0)
+# Where float64's exp(t) is 0 (from the float32 t = -745.13324 down, -inf included), so is p: the
+# formula's 0 * g is then NaN for g = +-inf, as SEMANTICS' reference gives, and +-0 for finite g.
+# One compare, which LLVM folds into the polynomial's last fma as a zeroing mask: with the scale
+# moved last, 1.00-1.04x the time of the formula before (one thread, 2^21, in-process A/B).
+_EXP64_ZERO = np.float32(-745.13324)
+_ZERO = np.float32(0.0)
 
-
-def _value_log(g: float, x: float, t: float, cof: float) -> float:
-    # exp(t) in float32 arithmetic, branch-free, the Triton source's algorithm: Cody-Waite reduction
-    # t = k ln2 + r (|r| <= ln2/2), a degree-7 Taylor polynomial in r, then the scale by 2^k. A libm
-    # expf call per element kept the CPU loop scalar; straight-line code vectorises. fma and ldexp
-    # are one instruction each where the host has them (kernels/scalar.py): the exp's operation
-    # count is what bounds this formula on the CPU, not memory (results/performance.md, section 12).
-    # Written inline because numba compiles this function as it stands (ops import no numba).
-    # NaN: max and min keep their first operand when the comparison fails (Python's rule, which
-    # numba compiles as a select), so a NaN t reaches every step and the product stays NaN; k's
-    # integer is read from j's bits, never converted (a float -> int conversion of NaN is undefined).
-    tc = min(max(t, _LO), _HI)
-    j = fma(tc, _LOG2E, _ROUND)  # round(tc / ln2) + 1.5 * 2^23: the integer sits in j's low bits
-    k = j - _ROUND
-    r = fma(-k, _LN2_LO, fma(-k, _LN2_HI, tc))
-    p = fma(fma(fma(fma(fma(fma(fma(_C7, r, _C6), r, _C5), r, _C4), r, _C3), r, _C2), r, _C1), r, _C0)
-    e = ldexp(p, np.float32(j).view(np.int32) - _ROUND_BITS)
-    return (-e * g) * cof
-
-
-# exp(r) on |r| <= ln2/2 to relative 1.03e-4: a degree-3 least-squares fit on 2000 Chebyshev nodes
-# (numpy.polynomial.chebyshev.chebfit, then cheb2poly), rounded to float32. float16's half ulp is
-# at least 2^-12 = 2.4e-4 of a value (bfloat16's 2^-9), so one rounding of the result into 16 bits
-# stays within 1 ulp of the exact value; three fmas where the float32 exp has seven.
+# exp(r) on |r| <= ln2/2, halved: the product's mantissa p/2 * g * m (m = cof's mantissa, in
+# [0.5, 1)) stays under |g|, so it overflows only where the result does, and the 2 goes back into
+# k's rounding constant. Halving a coefficient is exact.
+_TAYLOR = tuple(np.float32(0.5 / math.factorial(i)) for i in range(8))  # degree 7: to ~1.5 ulp
+# A degree-3 least-squares fit on 2000 Chebyshev nodes (numpy.polynomial.chebyshev.chebfit, then
+# cheb2poly), rounded to float32, to relative 1.03e-4: float16's half ulp is at least 2^-12 =
+# 2.4e-4 of a value (bfloat16's 2^-9), so one rounding of the result into 16 bits stays within
+# 1 ulp; three fmas where the float32 exp has seven.
 _NARROW = (0.9999244809150696, 0.9999622702598572, 0.5050235390663147, 0.16792160272598267)
-_N0, _N1, _N2, _N3 = (np.float32(c) for c in _NARROW)
+_SHORT = tuple(np.float32(c / 2) for c in _NARROW)
 
 
-def _value_log_narrow(g: float, x: float, t: float, cof: float) -> float:
-    # _value_log's reduction, clamp and scale, with the short polynomial (Formula.narrow_value).
-    # The factor -g * cof goes on last: with a 0-d gradient it is one constant LLVM hoists out of
-    # the loop, two vector operations fewer per 16 lanes (0.89-0.91x the time at 2^24, float16
-    # and bfloat16). Two float32 roundings either way, far inside the 16-bit result's half ulp.
-    tc = min(max(t, _LO), _HI)
-    j = fma(tc, _LOG2E, _ROUND)
-    k = j - _ROUND
-    r = fma(-k, _LN2_LO, fma(-k, _LN2_HI, tc))
-    p = fma(fma(fma(_N3, r, _N2), r, _N1), r, _N0)
-    e = ldexp(p, np.float32(j).view(np.int32) - _ROUND_BITS)
-    return e * (-g * cof)
+def _log_value(coefficients: tuple[np.float32, ...], one_step: bool) -> Callable[[float, float, float, float], float]:
+    """``(-exp(t) * g) * cof`` with exp(t)'s polynomial ``coefficients`` (halved), as numba compiles it;
+    ``one_step``: the reduction's ln2 in one float32 constant, where the polynomial is the coarser.
+
+    exp(t) in float32 arithmetic, branch-free, the Triton source's algorithm: Cody-Waite reduction
+    t = k ln2 + r (|r| <= ln2/2), a polynomial in r, then the scale by 2^k. A libm expf call per
+    element kept the CPU loop scalar; straight-line code vectorises, and fma and ldexp are one
+    instruction each where the host has them (kernels/scalar.py): the exp's operation count is what
+    bounds this formula on the CPU, not memory (results/performance.md, section 12). The scale
+    comes last, on p/2 * g * m, with cof's exponent added to k's: exp(t) alone overflows float32
+    past t = 88.72, where SEMANTICS' float64 formula times a small g * cof is finite. The op count
+    is exp-then-scale's: m and the exponent's offset are loop constants, and so is -g * m with a
+    0-d gradient (LLVM hoists them). t is clamped for k only: t = +inf gives r = inf, so p = inf
+    and g = 0 gives NaN, as the formula does. One departure: from t = 709.7827, where float64's exp
+    overflows and the reference's inf * 0 is NaN, up to about 1.6e6, where p overflows, a g of 0
+    gives -0, the formula's exact value (a select of inf there, which folds into no instruction, took
+    the float16 loops to 1.09-1.25x the time of none, with the zero-select; not worth it).
+    NaN: max and min keep their first operand when the comparison fails (Python's rule, which numba
+    compiles as a select), so a NaN t reaches every step; k's integer is read from j's bits, never
+    converted (a float -> int conversion of NaN is undefined). Precision holds for |g| >= 2^-123;
+    below that p/2 * g * m is subnormal and carries fewer bits than g.
+    """
+
+    def value(g: float, x: float, t: float, cof: float) -> float:
+        tl = max(t, _LO)
+        tc = min(tl, _HI)
+        j = fma(tc, _LOG2E, _ROUND)  # round(tc / ln2) + 1.5 * 2^23: the integer sits in j's low bits
+        k = j - _ROUND
+        r = fma(-k, _LN2, tl) if one_step else fma(-k, _LN2_LO, fma(-k, _LN2_HI, tl))
+        m, shift = frexp(cof)
+        p = horner(r, coefficients)
+        p = _ZERO if t <= _EXP64_ZERO else p  # NaN t: the comparison fails, p stays NaN
+        s = p * (g * -m)
+        return ldexp(s, np.float32(j).view(np.int32) - (_ROUND_BITS - 1 - shift))
+
+    return value
+
+
+_value_log = _log_value(_TAYLOR, False)
+# Formula.narrow_value: 16-bit outputs of elementwise walks; two float32 roundings of the product,
+# far inside the 16-bit result's half ulp.
+_value_log_narrow = _log_value(_SHORT, True)
 
 
 FORMULA = Formula("kl_div", _value, reads_input=False, triton_op=2, live_buffers=3)

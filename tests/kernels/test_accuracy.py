@@ -149,18 +149,52 @@ def test_kl_log_target_exp_holds_over_the_whole_float32_range(backend: str, devi
     assert_within(out, kl_div.reference(g, t, t, "sum", True), ulps_for(torch.float32))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug (session 13 note): exp(target) overflows float32 past 88.72 before the scale"
-    " by g * cof, so a zero or tiny gradient gives NaN or -inf where the float64 formula is finite",
-)
-def test_kl_log_target_product_stays_finite_past_float32_exp_overflow(backend: str, device: str) -> None:
+# Gradients from float32's smallest normal to its largest, both signs, and zero: exp(t) * g * cof is
+# finite far outside the t where exp(t) alone is (88.72 down to -103.97 in float32).
+_PRODUCT_G = [0.0, -0.0, 1e-37, -3e-30, 1e-20, -1e-10, 0.37, -1.0, 3e10, -1e20, 2e30, -3.4e38]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)  # bfloat16: float32's range
+@pytest.mark.parametrize("reduction", ["sum", "mean"])  # cof = 1, and 1 / numel, far from 1
+def test_kl_log_target_product_holds_where_exp_alone_overflows_or_underflows(
+    backend: str, device: str, dtype: torch.dtype, reduction: str
+) -> None:
     """SEMANTICS' reference is the formula in float64, where exp(100) * 0 is 0 and exp(100) * 1e-30
-    is -2.7e13: the float32 kernels must not turn them into NaN and -inf."""
-    t = torch.tensor([89.0, 100.0, 150.0, 89.0, 100.0, 150.0])
-    g = torch.tensor([0.0, 0.0, 0.0, 1e-30, 1e-30, 1e-30])
-    out = kernels.kl_div_backward(g.to(device), t.to(device), t.to(device), "sum", True, backend=backend)
-    assert_within(out, kl_div.reference(g, t, t, "sum", True), ulps_for(torch.float32))
+    is 2.7e13: every t from where every product is 0 to where every nonzero one is inf, against
+    every g, through the full- and the 0-d-gradient loops (and 16-bit's narrow and table paths)."""
+    t = torch.cat([torch.linspace(-200.0, 250.0, 4501, dtype=torch.float64), torch.tensor([-math.inf, math.inf])])
+    gs = torch.tensor(_PRODUCT_G, dtype=torch.float64)
+    grid_t, grid_g = (v.reshape(-1).to(dtype) for v in torch.meshgrid(t, gs, indexing="ij"))
+    out = kernels.kl_div_backward(
+        grid_g.to(device), grid_t.to(device), grid_t.to(device), reduction, True, backend=backend
+    )
+    assert_within(out, kl_div.reference(grid_g, grid_t, grid_t, reduction, True), ulps_for(dtype))
+    tt = t.to(dtype)
+    for g in gs.to(dtype):
+        out = kernels.kl_div_backward(g.to(device), tt.to(device), tt.to(device), reduction, True, backend=backend)
+        assert_within(out, kl_div.reference(g, tt, tt, reduction, True), ulps_for(dtype))
+
+
+def test_kl_log_target_infinite_gradient_meets_float64_exp_underflow(backend: str, device: str) -> None:
+    """g = +-inf: out is +-inf wherever float64's exp(t) is positive, and 0 * inf = NaN from where it
+    underflows to 0 (the float32 t = -745.13324, -inf included), exactly as the reference."""
+    t = torch.tensor([-math.inf, -800.0, -745.13324, -745.1332, -700.0, -200.0, -120.0, 0.0, 100.0, math.inf])
+    for g in (math.inf, -math.inf):
+        gs = torch.full_like(t, g)
+        out = kernels.kl_div_backward(gs.to(device), t.to(device), t.to(device), "mean", True, backend=backend)
+        ref = kl_div.reference(gs, t, t, "mean", True)
+        assert torch.isnan(ref[:3]).all() and torch.isinf(ref[3:]).all()
+        assert_within(out, ref, ulps_for(torch.float32))
+
+
+def test_kl_log_target_zero_gradient_past_float64_exp_overflow_is_exact_zero(backend: str, device: str) -> None:
+    """A documented departure from the float64 reference: for t between 709.78 (where float64's exp
+    overflows, so the reference is inf * 0 = NaN) and about 1.6e6 (where the kernels' polynomial
+    overflows), out is exp(t) * 0 = -0, the formula's exact value. t = inf still gives NaN."""
+    t = torch.tensor([710.0, 1000.0, 1e5, math.inf], device=device)
+    out = kernels.kl_div_backward(torch.zeros(4, device=device), t, t, "sum", True, backend=backend).cpu()
+    assert out[:3].tolist() == [0.0, 0.0, 0.0] and math.isnan(out[3].item())
+    assert torch.isnan(kl_div.reference(torch.zeros(4), t.cpu(), t.cpu(), "sum", True)).all()
 
 
 def test_l1_sign_of_nan_is_zero(backend: str, device: str) -> None:

@@ -1,7 +1,7 @@
 """kernels/scalar.py's helpers as the CPU backend compiles them, against their Python meaning.
 
-ldexp has two builds (vscalefps with AVX-512F, exponent bits in two halves without it); both are
-checked here in one process, and the ops through the halves build in a fresh one.
+ldexp has two builds (vscalefps with AVX-512F, three powers of two from exponent bits without it); both are
+checked here in one process, and the ops through the three-powers build in a fresh one.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _ldexp_loop(ldexp: Callable[..., float]) -> Callable[..., None]:
 
 
 _scalef = _ldexp_loop(cpu_loops._ldexp_scalef)
-_halves = _ldexp_loop(cpu_loops._ldexp_halves)
+_powers = _ldexp_loop(cpu_loops._ldexp_powers)
 
 
 @njit
@@ -40,10 +40,10 @@ def _fma_loop(a, b, c, out):
 
 
 def _ldexp_cases() -> tuple[np.ndarray, np.ndarray]:
-    """Mantissas in [1, 2) and the range the exp uses, every k from -252 to 254 (subnormal, zero and
+    """Mantissas in [1, 2) and the range KL's exp uses, every k from -378 to 381 (subnormal, zero and
     infinite results included), plus zeros, infinities and NaN."""
     rng = np.random.default_rng(7)
-    k = np.repeat(np.arange(-252, 255, dtype=np.int32), 40)
+    k = np.repeat(np.arange(-378, 382, dtype=np.int32), 40)
     x = rng.uniform(0.7, 2.0, k.size).astype(np.float32) * rng.choice(np.float32([-1, 1]), k.size)
     special = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 1.0])
     return np.concatenate([x, special]), np.concatenate([k, np.int32([5, 5, -3, 7, 1, -149, -150])])
@@ -64,10 +64,10 @@ def test_ldexp_with_scalef_is_exact_bit_for_bit() -> None:
     assert same.all(), f"{(~same).sum()} differ, e.g. x={x[~same][:3]} k={k[~same][:3]}: {out[~same][:3]}"
 
 
-def test_ldexp_in_two_halves_is_exact_except_one_subnormal_ulp() -> None:
+def test_ldexp_in_three_powers_is_exact_except_one_subnormal_ulp() -> None:
     x, k = _ldexp_cases()
     out = np.empty_like(x)
-    _halves(x, k, out)
+    _powers(x, k, out)
     want = _want(x, k)
     nan = np.isnan(want)
     assert np.array_equal(np.isnan(out), nan)
@@ -101,10 +101,49 @@ def test_python_meaning_of_the_helpers() -> None:
     assert scalar.fma(2.0, 3.0, 1.0) == 7.0
     assert scalar.ldexp(1.5, -149) == 1.5 * 2.0**-149
     assert scalar.ldexp(1.0, 128) == 2.0**128  # float64 here; float32 kernels overflow to inf
+    assert scalar.frexp(0.75) == (0.75, 0) and scalar.frexp(-6.0) == (-0.75, 3)
+    assert scalar.horner(2.0, (1.0, 3.0, 0.5)) == 1.0 + 3.0 * 2.0 + 0.5 * 4.0
 
 
-def test_kl_log_target_meets_the_bar_through_the_two_halves_ldexp() -> None:
-    """LOSSTUNE_CPU_SCALEF=0 (or a host without AVX-512F) builds the halves ldexp into the exp of
+@njit
+def _frexp_loop(x, m, e):
+    for i in range(x.size):
+        m[i], e[i] = scalar.frexp(x[i])
+
+
+def test_frexp_compiled_matches_math_frexp_on_normal_floats() -> None:
+    rng = np.random.default_rng(3)
+    x = np.concatenate(
+        [
+            np.float32([1.0, 0.5, 2.0**-126, np.finfo(np.float32).max, 1.0 / 3, -1.0 / 2**26]),
+            (rng.standard_normal(2000) * np.exp2(rng.integers(-120, 120, 2000))).astype(np.float32),
+        ]
+    )
+    m, e = np.empty_like(x), np.empty(x.size, np.int32)
+    _frexp_loop(x, m, e)
+    want = [scalar.frexp(float(v)) for v in x]
+    assert m.tolist() == [w[0] for w in want] and e.tolist() == [w[1] for w in want]
+
+
+@njit
+def _horner_loop(x, out):
+    c = (np.float32(0.5), np.float32(-1.25), np.float32(0.375), np.float32(2.0))
+    for i in range(x.size):
+        out[i] = scalar.horner(x[i], c)
+
+
+def test_horner_compiled_is_the_python_meaning_in_float32() -> None:
+    x = np.linspace(-3.0, 3.0, 1001, dtype=np.float32)
+    out = np.empty_like(x)
+    _horner_loop(x, out)
+    c = (0.5, -1.25, 0.375, 2.0)
+    want = np.array([scalar.horner(float(v), c) for v in x])
+    assert np.abs(out - want).max() <= 4 * np.spacing(np.float32(np.abs(want).max())), "Horner, in float32"
+    assert out[500] == np.float32(0.5)  # x = 0: the constant term alone
+
+
+def test_kl_log_target_meets_the_bar_through_the_three_powers_ldexp() -> None:
+    """LOSSTUNE_CPU_SCALEF=0 (or a host without AVX-512F) builds the three-powers ldexp into the exp of
     kl_div with log_target; the whole float32 range must meet the bar through it, in a fresh process."""
     code = (
         "import torch, kernels\n"
@@ -116,8 +155,12 @@ def test_kl_log_target_meets_the_bar_through_the_two_halves_ldexp() -> None:
         "               torch.tensor([float('nan'), float('inf'), -float('inf'), -103.97208, 88.72284])]).float()\n"
         "g = torch.full_like(t, -1.0)\n"
         "cases = [(g.to(d), t.to(d)) for d in (torch.float32, torch.float16, torch.bfloat16)]\n"
+        "# the product past exp's own range: a tiny or huge g, the scale by up to 2^+-345 last\n"
+        "wide = torch.linspace(-200.0, 250.0, 9001).repeat(4)\n"
+        "gw = torch.tensor([1e-30, -3e38, 0.0, 2.0]).repeat_interleave(9001)\n"
+        "cases += [(gw, wide), (gw.bfloat16(), wide.bfloat16())]\n"
         "problems = [mismatch(kernels.kl_div_backward(gd, td, td, 'sum', True),\n"
         "                     kl_div.reference(gd, td, td, 'sum', True)) for gd, td in cases]\n"
         "print(problems)\n"
     )
-    assert run_fresh(code, {"LOSSTUNE_CPU_SCALEF": "0"}) == "[None, None, None]"
+    assert run_fresh(code, {"LOSSTUNE_CPU_SCALEF": "0"}) == "[None, None, None, None, None]"

@@ -736,53 +736,38 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
     # written (no read-for-ownership), which saves a third of the traffic of a one-input loop once
     # out no longer fits the last-level cache, and costs where it still does (results/performance.md,
     # section 20): the tuner decides, per problem (tiling.cpu_space).
-    def flat(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks, stream):
-        g, x, t, o = _view(pg, n, tg), _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)
-        cof = np.float32(cof64)
-        chunk = _block_share(n, nblocks)
-        un, uahead, own_x = np.uint64(n), np.uint64(ahead), px != pt
-        for b in prange(nblocks):
-            vectors()
-            buf = np.empty(tile if stream else 0, to.dtype)
-            end = min(n, (b + 1) * chunk)
-            for s in range(b * chunk, end, tile):
-                us, stop = np.uint64(s), np.uint64(min(s + tile, end))
-                if uahead:
-                    _prefetch_window(g, us + uahead, np.uint64(tile), un)
-                    _prefetch_inputs(x, t, own_x, us + uahead, np.uint64(tile), un)
+    # ``scalar_g``: the 0-d gradient of mean/sum, read once rather than n times (the scalar_grad
+    # variant); a closure constant, so each build keeps only its own branch.
+    def contiguous(scalar_g: bool) -> Callable[..., None]:
+        def loop(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks, stream):
+            g, x, t, o = _view(pg, 1 if scalar_g else n, tg), _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)
+            cof = np.float32(cof64)
+            g0 = _load(g, 0)
+            chunk = _block_share(n, nblocks)
+            un, uahead, own_x = np.uint64(n), np.uint64(ahead), px != pt
+            for b in prange(nblocks):
+                vectors()
+                buf = np.empty(tile if stream else 0, to.dtype)
+                end = min(n, (b + 1) * chunk)
+                for s in range(b * chunk, end, tile):
+                    us, stop = np.uint64(s), np.uint64(min(s + tile, end))
+                    if uahead:
+                        if not scalar_g:
+                            _prefetch_window(g, us + uahead, np.uint64(tile), un)
+                        _prefetch_inputs(x, t, own_x, us + uahead, np.uint64(tile), un)
+                    if stream:
+                        for i in range(stop - us):
+                            gi = g0 if scalar_g else _load(g, us + i)
+                            _store(buf, i, value(gi, _load(x, us + i), _load(t, us + i), cof))
+                        _stream_out(buf, stop - us, o, us, po)
+                    else:
+                        for i in range(us, stop):
+                            gi = g0 if scalar_g else _load(g, i)
+                            _store(o, i, value(gi, _load(x, i), _load(t, i), cof))
                 if stream:
-                    for i in range(stop - us):
-                        _store(buf, i, value(_load(g, us + i), _load(x, us + i), _load(t, us + i), cof))
-                    _stream_out(buf, stop - us, o, us, po)
-                else:
-                    for i in range(us, stop):
-                        _store(o, i, value(_load(g, i), _load(x, i), _load(t, i), cof))
-            if stream:
-                _sfence()
+                    _sfence()
 
-    def scalar_grad(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks, stream):
-        x, t, o = _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)
-        cof = np.float32(cof64)
-        g0 = _load(_view(pg, 1, tg), 0)  # read once, not n times
-        chunk = _block_share(n, nblocks)
-        un, uahead, own_x = np.uint64(n), np.uint64(ahead), px != pt
-        for b in prange(nblocks):
-            vectors()
-            buf = np.empty(tile if stream else 0, to.dtype)
-            end = min(n, (b + 1) * chunk)
-            for s in range(b * chunk, end, tile):
-                us, stop = np.uint64(s), np.uint64(min(s + tile, end))
-                if uahead:
-                    _prefetch_inputs(x, t, own_x, us + uahead, np.uint64(tile), un)
-                if stream:
-                    for i in range(stop - us):
-                        _store(buf, i, value(g0, _load(x, us + i), _load(t, us + i), cof))
-                    _stream_out(buf, stop - us, o, us, po)
-                else:
-                    for i in range(us, stop):
-                        _store(o, i, value(g0, _load(x, i), _load(t, i), cof))
-            if stream:
-                _sfence()
+        return loop
 
     def strided(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks):
         # shape[nd], strides[4, nd] in elements for g, x, t, o; innermost dim last; spans[4]: the
@@ -985,7 +970,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
     def both(fn: Callable[..., None]) -> tuple[Callable[..., None], Callable[..., None]]:
         return njit(nogil=True)(fn), njit(parallel=True, nogil=True)(fn)
 
-    return CpuKernels(both(flat), both(scalar_grad), both(strided), both(transposed), both(reduce))
+    return CpuKernels(both(contiguous(False)), both(contiguous(True)), both(strided), both(transposed), both(reduce))
 
 
 _threads = threading.local()  # numba's thread count is per calling thread, so is this memo of it

@@ -35,8 +35,8 @@ def frexp(x: float) -> tuple[float, int]:
 
 
 def horner(x: float, coefficients: tuple[float, ...]) -> float:
-    """``sum(c[i] * x**i)`` by Horner's rule, one fma per coefficient after the first (highest
-    degree first); compiled unrolled, the tuple's length known when the formula is."""
+    """``sum(c[i] * x**i)``, coefficients lowest degree first, by Horner's rule from the highest:
+    one fma per coefficient below it; compiled unrolled, the tuple's length known when the formula is."""
     acc = coefficients[-1]
     for c in reversed(coefficients[:-1]):
         acc = fma(acc, x, c)

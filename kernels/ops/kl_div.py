@@ -88,8 +88,8 @@ def _log_value(coefficients: tuple[np.float32, ...], one_step: bool) -> Callable
     0-d gradient (LLVM hoists them). t is clamped for k only: t = +inf gives r = inf, so p = inf
     and g = 0 gives NaN, as the formula does. One departure: from t = 709.7827, where float64's exp
     overflows and the reference's inf * 0 is NaN, up to about 1.6e6, where p overflows, a g of 0
-    gives -0, the formula's exact value (a select of inf there, which folds into no instruction, took
-    the float16 loops to 1.09-1.25x the time of none, with the zero-select; not worth it).
+    gives -0, the formula's exact value (a select of inf there folds into no instruction: with the
+    zero-select, the two took the float16 loops to 1.09-1.26x the time of neither; not worth it).
     NaN: max and min keep their first operand when the comparison fails (Python's rule, which numba
     compiles as a select), so a NaN t reaches every step; k's integer is read from j's bits, never
     converted (a float -> int conversion of NaN is undefined). Precision holds for |g| >= 2^-123;

@@ -156,9 +156,12 @@ def _tune(args: argparse.Namespace) -> int:
     else:
         print(_summary([r.row() for r in results]))
     if args.freeze:
+        from kernels import backends
         from tuner.freeze import freeze
 
-        path, n = freeze(args.storage, args.backend, root=args.config_dir)
+        # This host's studies: a shared journal may hold other devices' too (another vector tier).
+        device = backends.get(args.backend).facts().name
+        path, n = freeze(args.storage, args.backend, device, root=args.config_dir)
         print(f"froze {n} entries into {path}")
     if args.bench:
         return _bench(args)
@@ -230,7 +233,6 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    import platform
     import subprocess
     import time
 
@@ -250,7 +252,7 @@ def _report(args: argparse.Namespace) -> int:
     commit = git_commit()[:7]
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
     header = (
-        f"losstune bench --report on {machine.machine_name()} ({platform.processor() or platform.machine()}), "
+        f"losstune bench --report on {machine.machine_name()} ({machine.cpu_model()}), "
         f"backend {args.backend}, commit {commit}{' + local changes' if dirty.stdout.strip() else ''}, "
         f"{time.strftime('%Y-%m-%d')}, {time.time() - start:.0f} s\n"
         "medians of interleaved rounds; roofline = torch copy_ at the same working set (half read, half written)"

@@ -1,8 +1,11 @@
 """Which machine a measurement came from: asv's machine name carries the accelerator.
 
 asv's machine file (~/.asv-machine.json) has no field for the accelerator, so its identity is part
-of the machine name (``x86_64-2t-cpu-only``, ``x86_64-16t-nvidia-h100-80gb-hbm3``) and is written
-again, in full, beside each run by the benchmark suite (``results/asv-meta/``).
+of the machine name (``x86_64-avx2-2t-cpu-only``, ``x86_64-avx512-16t-nvidia-h100-80gb-hbm3``) and is
+written again, in full, beside each run by the benchmark suite (``results/asv-meta/``). The CPU's
+vector tier is in the name too: asv compares a commit only with runs of the same machine name, and
+an AVX-512 host and an AVX2 one run different loops at different speeds, so one name for both would
+read a change of host as a regression (results/performance.md, section 29).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import platform
 import re
 
 import torch
+
+from kernels.backends.cpu import host_isa
 
 
 def _slug(text: str) -> str:
@@ -29,10 +34,27 @@ def accelerators() -> list[str]:
     return names
 
 
+def cpu_model() -> str:
+    """The CPU's marketing name (``AMD EPYC``, ``Intel(R) Xeon(R) Platinum 8480+``): Linux's
+    /proc/cpuinfo, else what platform says (often empty on Linux), else the architecture."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
 def machine_name() -> str:
-    """The asv machine name: CPU arch and thread count, then the first accelerator (or cpu-only)."""
+    """The asv machine name: CPU arch, vector tier and thread count, then the first accelerator
+    (or cpu-only)."""
     accel = accelerators()
-    return f"{platform.machine() or 'cpu'}-{os.cpu_count() or 1}t-{_slug(accel[0]) if accel else 'cpu-only'}"
+    isa = host_isa()
+    cpu = f"{platform.machine() or 'cpu'}-{isa + '-' if isa else ''}{os.cpu_count() or 1}t"
+    return f"{cpu}-{_slug(accel[0]) if accel else 'cpu-only'}"
 
 
 def describe() -> dict[str, object]:
@@ -41,6 +63,8 @@ def describe() -> dict[str, object]:
         "machine": machine_name(),
         "accelerators": accelerators(),
         "arch": platform.machine(),
+        "cpu_model": cpu_model(),
+        "isa": host_isa(),
         "cpu_count": os.cpu_count(),
         "processor": platform.processor(),
         "python": platform.python_version(),

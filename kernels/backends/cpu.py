@@ -7,6 +7,7 @@ from functools import lru_cache
 
 import numpy as np
 import torch
+from llvmlite import binding as llvm
 
 from kernels.backends import cpu_loops
 from kernels.executor import Executor, Formula
@@ -56,6 +57,31 @@ TABLE_MIN_NUMEL = cpu_loops.TABLE_ENTRIES * 64
 _PATTERNS = np.arange(cpu_loops.TABLE_ENTRIES, dtype=np.uint16)  # every 16-bit target, read via its tag
 
 
+def host_isa() -> str:
+    """The x86 vector tier numba builds these loops for on this host: "avx512", "avx2" (with FMA),
+    or "" for anything else (another architecture, or an older x86).
+
+    It is part of the device name the frozen configs and the studies are kept under: the spaces
+    differ by it (the table walk needs AVX-512 gathers), and so do the best configs, since the
+    vector width sets how much arithmetic a tile's bytes carry (the exp-bound KL log_target loops
+    run the three-powers ldexp without AVX-512). A config tuned on one tier says nothing about the
+    other; results/performance.md, section 29. The host's features, not the LOSSTUNE_CPU_*
+    switches: those are for testing the portable builds, not for naming a machine."""
+    features = llvm.get_host_cpu_features()
+    if features.get("avx512f", False):
+        return "avx512"
+    if features.get("avx2", False) and features.get("fma", False):
+        return "avx2"
+    return ""
+
+
+def device_name(machine: str, threads: int) -> str:
+    """The CPU's device-class slug: architecture, vector tier where there is one, threads
+    (``x86_64-avx2-2t``)."""
+    isa = host_isa()
+    return f"{machine or 'cpu'}-{isa + '-' if isa else ''}{threads}t"
+
+
 def table_variant(formula: Formula, geometry: Geometry, dtype: torch.dtype) -> bool:
     """Whether the table walk is in the space: a 0-d gradient (the scalar_grad loop), a formula of
     the target alone, a 16-bit out, enough elements, a host with AVX-512 gathers."""
@@ -84,9 +110,8 @@ class CpuBackend:
 
     def __init__(self) -> None:
         self._kernels: dict[str, tuple[cpu_loops.CpuKernels, cpu_loops.CpuKernels]] = {}  # (value, narrow_value)
-        self._facts = DeviceFacts(
-            "cpu", f"{platform.machine() or 'cpu'}-{cpu_loops.max_threads()}t", cpu_loops.max_threads()
-        )
+        threads = cpu_loops.max_threads()
+        self._facts = DeviceFacts("cpu", device_name(platform.machine(), threads), threads)
 
     def facts(self) -> DeviceFacts:
         return self._facts

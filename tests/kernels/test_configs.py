@@ -156,3 +156,34 @@ def test_the_transposed_space_tunes_cores_and_streaming_and_streams_large_outs_b
     assert small.hash != cpu_space(facts, (Variant.STRIDED,), 1 << 16).hash
     assert Tiling(tile=1024, cores=1, variant=Variant.STRIDED) not in large
     assert Tiling(tile=tiling.CPU_TRANSPOSED_TILE, cores=1, variant=Variant.STRIDED, prefetch=1) not in large
+
+
+@pytest.mark.parametrize(
+    ("features", "tier"),
+    [
+        ({"avx512f": True, "avx2": True, "fma": True}, "avx512"),
+        ({"avx512f": False, "avx2": True, "fma": True}, "avx2"),
+        ({"avx2": True}, ""),  # AVX2 without FMA: no tier of its own
+        ({"neon": True}, ""),
+    ],
+)
+def test_the_cpu_device_name_carries_the_vector_tier_from_mocked_llvm_features(
+    features: dict[str, bool], tier: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plumbing only (the host's features are mocked): the frozen table a host reads is named by its
+    vector tier, so an AVX2 host never takes configs tuned where the table walk and 512-bit loops ran."""
+    from kernels.backends import cpu
+
+    monkeypatch.setattr(cpu.llvm, "get_host_cpu_features", lambda: features)
+    assert cpu.host_isa() == tier
+    assert cpu.device_name("x86_64", 2) == (f"x86_64-{tier}-2t" if tier else "x86_64-2t")
+
+
+def test_this_hosts_cpu_device_name_is_its_tier_and_threads() -> None:
+    import platform
+
+    from kernels.backends import cpu, cpu_loops
+
+    name = backends.get("cpu").facts().name
+    assert name == cpu.device_name(platform.machine(), cpu_loops.max_threads())
+    assert name.endswith(f"-{cpu_loops.max_threads()}t") and (not cpu.host_isa() or f"-{cpu.host_isa()}-" in name)

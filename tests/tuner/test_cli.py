@@ -113,7 +113,40 @@ def test_machine_names_the_accelerator_and_registers_with_asv(
     assert name.endswith("-cpu-only") and "\n" not in name  # this host has no accelerator
     assert name in json.loads((tmp_path / ".asv-machine.json").read_text())
     assert main(["machine", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["accelerators"] == []
+    described = json.loads(capsys.readouterr().out)
+    assert described["accelerators"] == [] and described["cpu_model"]
+    # The vector tier is in the name: asv compares runs of one name only (tuner/machine.py).
+    assert name.startswith(f"{described['arch']}-{described['isa'] + '-' if described['isa'] else ''}")
+
+
+def test_tune_freeze_takes_this_hosts_studies_from_a_journal_that_holds_another_devices(
+    storage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A journal shared between an AVX-512 and an AVX2 host holds studies of two devices: `tune
+    --freeze` freezes this host's into this host's table and leaves the other's alone, where a bare
+    `freeze` must be told which device."""
+    import optuna
+
+    from kernels import backends
+    from tuner.study import open_storage
+
+    argv = ["tune", *QUICK, "--storage", storage, "--trials", "4", "--min-time", "0.002", "--json"]
+    assert main(argv) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    other = f"{row['study']}-other"
+    optuna.copy_study(
+        from_study_name=row["study"],
+        from_storage=open_storage(storage),
+        to_storage=open_storage(storage),
+        to_study_name=other,
+    )
+    optuna.load_study(study_name=other, storage=open_storage(storage)).set_user_attr("device", "x86_64-other-2t")
+    assert main(["freeze", "--storage", storage, "--config-dir", str(tmp_path)]) == 2
+    assert "expected exactly one device" in capsys.readouterr().err and not list(tmp_path.rglob("*.json"))
+    assert main([*argv, "--freeze", "--config-dir", str(tmp_path)]) == 0
+    assert "froze 1 entries" in capsys.readouterr().out
+    here = backends.get("cpu").facts().name
+    assert [p.name for p in tmp_path.rglob("*.json")] == [f"{here}.json"]
 
 
 def test_bench_report_sweeps_sizes_and_layouts_and_writes_files(

@@ -82,6 +82,7 @@ def test_table_indexes_by_the_target_format_and_stores_the_out_format(
     assert torch.equal(as_bits(log_kl(g, t, Tiling(4096, 2, Variant.TABLE), out=out)), want)
 
 
+@needs_gather  # a table config is a point of the space only where the host gathers
 def test_a_float32_target_under_a_table_config_runs_the_loop_the_table_is_built_by() -> None:
     t = torch.rand(1 << 22)  # a float32 target has no 2^16-entry table
     g = torch.tensor(0.5)
@@ -129,3 +130,17 @@ def test_the_table_walk_gathers_16_dwords_at_a_time() -> None:
     log_kl(torch.tensor(1.0).to(torch.bfloat16), t, Tiling(4096, 2, Variant.TABLE))
     asm = "\n".join(cpu_loops.TABLE_WALK[1].inspect_asm().values())
     assert "vpgatherdd" in asm and "zmm" in asm
+
+
+def test_a_table_config_on_a_host_without_gathers_is_refused_before_writing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plumbing (HAS_GATHER mocked off, as on an AVX2 host): an explicit table config is outside the
+    space there, refused by name, and out is left as it was."""
+    monkeypatch.setattr(cpu_loops, "HAS_GATHER", False)
+    dispatch.clear_plans()
+    t = torch.rand(1 << 22).to(torch.bfloat16)
+    out = torch.full(t.shape, 7.0, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="config") as caught:
+        log_kl(torch.tensor(0.5).to(torch.bfloat16), t, Tiling(4096, 2, Variant.TABLE), out=out)
+    assert "table" in str(caught.value) and bool((out == 7.0).all())
+    monkeypatch.undo()
+    dispatch.clear_plans()

@@ -203,10 +203,23 @@ def load_frozen(config_dir: Path | str | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def load_bench(path: Path | str = "results/bench/report.json") -> pd.DataFrame:
-    """The committed ``losstune bench --report`` rows (empty when absent)."""
+def load_bench(path: Path | str = "results/bench") -> pd.DataFrame:
+    """The committed ``losstune bench --report`` rows (empty when absent), machine and commit first.
+
+    ``path``: one report.json, or a folder of them, one per machine (``results/bench/<machine>/``):
+    hosts of one class name may differ in vector tier, and each report is only read against itself.
+    """
     path = Path(path)
-    if not path.exists():
-        return pd.DataFrame()
-    data = json.loads(path.read_text())
-    return pd.DataFrame(data["rows"] if isinstance(data, dict) else data)
+    folder = path.is_dir()
+    files = sorted(path.glob("*/report.json")) if folder else [path] if path.exists() else []
+    frames = []
+    for file in files:
+        data = json.loads(file.read_text())
+        meta = data if isinstance(data, dict) else {}
+        rows = pd.DataFrame(data["rows"] if isinstance(data, dict) else data)
+        rows.insert(0, "commit", meta.get("commit", ""))
+        # The folder names the machine (a report measured before the name carried the vector tier
+        # says only x86_64-2t-cpu-only inside); a lone file says it itself.
+        rows.insert(0, "machine", file.parent.name if folder else meta.get("host", {}).get("machine", ""))
+        frames.append(rows)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

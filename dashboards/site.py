@@ -97,7 +97,7 @@ def collect(results: Path | str = "results", storage: str | None = None, repo: P
         finals=loaders.load_finals(storage),
         frozen=loaders.load_frozen(),
         changes=find_changes(asv),
-        bench=loaders.load_bench(results / "bench" / "report.json"),
+        bench=loaders.load_bench(results / "bench"),
         calibration=json.loads(calibration_file.read_text()) if calibration_file.exists() else {},
     )
 

@@ -99,6 +99,26 @@ def test_frozen_loader_reads_the_shipped_tables() -> None:
     assert not frozen.empty and {"op", "dtype", "config", "tuned", "file"} <= set(frozen.columns)
 
 
+def test_bench_loader_reads_one_report_per_machine_and_names_each(tmp_path: Path) -> None:
+    for machine, us in (("x86_64-avx2-2t-cpu-only", 9.0), ("x86_64-avx512-2t-cpu-only", 4.0)):
+        (tmp_path / machine).mkdir()
+        report = {
+            "commit": "abc1234",
+            "host": {"machine": "x86_64-2t-cpu-only"},
+            "rows": [{"op": "mse", "tuned_us": us}],
+        }
+        (tmp_path / machine / "report.json").write_text(json.dumps(report))
+    bench = loaders.load_bench(tmp_path)
+    assert list(bench.columns[:2]) == ["machine", "commit"]
+    assert bench.set_index("machine")["tuned_us"].to_dict() == {
+        "x86_64-avx2-2t-cpu-only": 9.0,
+        "x86_64-avx512-2t-cpu-only": 4.0,
+    }
+    one = loaders.load_bench(tmp_path / "x86_64-avx2-2t-cpu-only" / "report.json")
+    assert one.loc[0, "machine"] == "x86_64-2t-cpu-only"  # a lone file names itself
+    assert loaders.load_bench(tmp_path / "absent").empty
+
+
 def test_build_replaces_the_site_whole_and_keeps_the_old_one_on_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

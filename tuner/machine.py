@@ -16,7 +16,7 @@ import re
 
 import torch
 
-from kernels.backends.cpu import host_isa
+from kernels.backends.cpu import device_name, host_isa
 
 
 def _slug(text: str) -> str:
@@ -52,9 +52,7 @@ def machine_name() -> str:
     """The asv machine name: CPU arch, vector tier and thread count, then the first accelerator
     (or cpu-only)."""
     accel = accelerators()
-    isa = host_isa()
-    cpu = f"{platform.machine() or 'cpu'}-{isa + '-' if isa else ''}{os.cpu_count() or 1}t"
-    return f"{cpu}-{_slug(accel[0]) if accel else 'cpu-only'}"
+    return f"{device_name(platform.machine(), os.cpu_count() or 1)}-{_slug(accel[0]) if accel else 'cpu-only'}"
 
 
 def describe() -> dict[str, object]:

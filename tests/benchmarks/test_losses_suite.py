@@ -65,3 +65,57 @@ def test_wrong_kernel_cannot_post_a_number_reference_mocked(tmp_path: Path, monk
     assert "elements off" in entry["error"] and "seconds" not in entry
     with pytest.raises(AssertionError, match="is wrong"):
         losses.LossBackward().setup(cache, "cpu", "l1", "float32", "2^10 none", "tuned")
+
+
+def test_the_roofline_copy_is_timed_in_the_cases_own_rounds_plumbing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plumbing (the copy is real, only counted): each case's roofline comes from a copy timed in
+    that case's shuffled rounds, never from the per-process cached probe."""
+    from kernels import timing
+
+    calls = {"copy": 0}
+    real_probe = timing.copy_probe
+
+    def counted(device: str, nbytes: int):  # type: ignore[no-untyped-def]
+        run, moved = real_probe(device, nbytes)
+
+        def counting(i: int) -> object:
+            calls["copy"] += 1
+            return run(i)
+
+        return counting, moved
+
+    def cached(*_: object) -> float:
+        raise AssertionError("the suite must not read the cached copy bandwidth where copy_probe exists")
+
+    monkeypatch.setattr(timing, "copy_probe", counted)
+    monkeypatch.setattr(timing, "copy_bandwidth", cached)
+    cache = losses.measure_all(["mse"], ["float32"], ["2^10 none"], ["cpu"], min_time_s=0.001, rounds=3, root=tmp_path)
+    assert calls["copy"] >= 3 * 5  # every round, each at least measure()'s min_runs
+    entries = [cache["results"][losses.key("cpu", "mse", "float32", "2^10 none", c)] for c in losses.CONFIGS]
+    assert len({e["roofline_gbps"] for e in entries}) == 1  # one copy, the case's own
+    for e in entries:
+        assert e["roofline_pct"] == pytest.approx(100 * e["gbps"] / e["roofline_gbps"])
+
+
+def test_a_commit_without_copy_probe_uses_the_cached_copy_plumbing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plumbing: asv runs this suite against older commits, whose timing module has only
+    copy_bandwidth(device, nbytes); the suite must still measure them."""
+    from kernels import timing
+
+    seen: list[int] = []
+
+    def old_copy_bandwidth(device: str, nbytes: int) -> float:
+        seen.append(nbytes)
+        return 10e9
+
+    monkeypatch.delattr(timing, "copy_probe")
+    monkeypatch.setattr(timing, "copy_bandwidth", old_copy_bandwidth)
+    cache = losses.measure_all(["l1"], ["float32"], ["2^10 none"], ["cpu"], min_time_s=0.001, rounds=1, root=tmp_path)
+    entry = cache["results"][losses.key("cpu", "l1", "float32", "2^10 none", "tuned")]
+    # l1 reads g, x and t and writes out: 16 KiB of traffic, a copy of 8 KiB buffers (half of it)
+    assert seen == [8192] and entry["roofline_gbps"] == pytest.approx(10.0)
+    assert entry["roofline_pct"] == pytest.approx(entry["gbps"] / 10.0 * 100)

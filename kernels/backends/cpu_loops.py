@@ -407,14 +407,49 @@ def _nontemporal(builder: ir.IRBuilder, store: ir.Instruction) -> None:
     store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(_I32, 1)]))
 
 
+def _transpose_bytes() -> int:
+    """The bytes of one register-transpose row: a whole line (one zmm) with AVX-512, half a line
+    (one ymm) without. A line-wide transpose on AVX2 is split by LLVM into ymm halves, 2 x 16 of
+    them for a 16 x 16 float32 block where the ISA has 16 registers; half-line blocks ran the
+    transposed walk 1.1-1.9x faster on the AVX2 host measured (results/performance.md, section 30).
+    ``LOSSTUNE_CPU_TRANSPOSE_BYTES`` (64 or 32) picks one on any host, so both walks are tested
+    everywhere."""
+    forced = os.environ.get("LOSSTUNE_CPU_TRANSPOSE_BYTES")
+    if forced is None:
+        return LINE if llvm.get_host_cpu_features().get("avx512f", False) else LINE // 2
+    if forced not in (str(LINE), str(LINE // 2)):
+        raise ValueError(f"LOSSTUNE_CPU_TRANSPOSE_BYTES: expected {LINE} or {LINE // 2}, got {forced!r}")
+    return int(forced)
+
+
+TRANSPOSE_BYTES = _transpose_bytes()
+
+
 def _block(width: int) -> int:
-    """The side of one register transpose: one cache line of elements (16 float32, 32 16-bit),
-    so every output column leaves as one whole line. The columns of a block all map to one cache
-    set (out's row stride is a large power of two), which cannot hold them until a later block
-    completes a line stored in parts. One 512-bit vector per row: a 32 x 32 transpose of 16-bit
-    lanes takes 5 rounds of 32 one-instruction shuffles, where two stacked 16 x 16 ones in 256-bit
-    vectors took 4 rounds of 2 x 16 plus 16 to join the halves (results/performance.md, section 17)."""
-    return LINE // width
+    """The side of one register transpose: one row of TRANSPOSE_BYTES. With whole-line rows every
+    output column leaves as one whole line. The columns of a block all map to one cache set (out's
+    row stride is a large power of two), which cannot hold them until a later block completes a
+    line stored in parts. One 512-bit vector per row: a 32 x 32 transpose of 16-bit lanes takes 5
+    rounds of 32 one-instruction shuffles, where two stacked 16 x 16 ones in 256-bit vectors took 4
+    rounds of 2 x 16 plus 16 to join the halves on the AVX-512 host (results/performance.md,
+    section 17). With half-line rows (AVX2) two stacked blocks fill each output line."""
+    return TRANSPOSE_BYTES // width
+
+
+def _store_order(blocks: int, n: int) -> list[tuple[int, int]]:
+    """(block, column) of each column store of ``blocks`` stacked n x n transposes, in order.
+
+    Whole-line rows: ``blocks`` rounds, round q storing column j of block (q + j) % blocks. Out's
+    columns are a power of two apart, so one block's n lines share their low address bits; on the
+    AVX-512 host n stores in a row that all land on even (or all on odd) lines ran 1.16-1.36x
+    slower than ones that alternate (results/performance.md, section 23); with two blocks each
+    round alternates. Half-line rows: column by column, each column's blocks in turn, so the two
+    halves of an output line are stored one after the other. Stored a round apart, with n other
+    lines' halves between them, the AVX2 host ran the walk 1.2-2x slower (section 30): a streamed
+    line left half-written is flushed in parts."""
+    if TRANSPOSE_BYTES == LINE:
+        return [((q + j) % blocks, j) for q in range(blocks) for j in range(n)]
+    return [(b, j) for j in range(n) for b in range(blocks)]
 
 
 def _make_transpose(stream: bool, blocks: int) -> Callable[..., None]:
@@ -435,11 +470,7 @@ def _transpose_typer(src, s0, ss, dst, d0, ds, stream: bool, blocks: int):
     per block n vector loads, n log2(n) shuffles and n vector stores, where element-wise it is n^2
     scalar loads and stores. Block b fills line b of each of the n columns in dst.
 
-    The stores go in ``blocks`` rounds, round q storing column j of block (q + j) % blocks. Out's
-    columns are a power of two apart, so one block's n lines share their low address bits; on
-    the host measured, n stores in a row that all land on even (or all on odd) lines ran 1.16-1.36x
-    slower than ones that alternate (results/performance.md, section 23). With two blocks each
-    round alternates. src and dst hold the same element type, moved as raw bits."""
+    The stores go in _store_order. src and dst hold the same element type, moved as raw bits."""
     if not _raw_pair(src, dst):
         return None
 
@@ -448,9 +479,9 @@ def _transpose_typer(src, s0, ss, dst, d0, ds, stream: bool, blocks: int):
         n = _block(width)
         lane = ir.IntType(8 * width)
         vec = ir.VectorType(lane, n)
-        # 512-bit vectors legal in this function whatever its preferred width (clang marks its
-        # AVX-512 intrinsics' callers the same way); without AVX-512 LLVM splits them.
-        set.add(builder.function.attributes, '"min-legal-vector-width"="512"')
+        # The rows' vectors legal in this function whatever its preferred width (clang marks its
+        # AVX-512 intrinsics' callers the same way).
+        set.add(builder.function.attributes, f'"min-legal-vector-width"="{8 * TRANSPOSE_BYTES}"')
 
         def index(base: ir.Value, stride: ir.Value, k: int, plus: int = 0) -> ir.Value:
             return builder.add(
@@ -465,14 +496,12 @@ def _transpose_typer(src, s0, ss, dst, d0, ds, stream: bool, blocks: int):
                 for i in range(n)
             ]
             columns.append(_transpose_lanes(builder, rows, _LANE_BYTES // width))
-        for q in range(blocks):
-            for j in range(n):
-                b = (q + j) % blocks
-                at = _lanes_at(context, builder, dst, args[3], index(d0_, ds_, j, b * n), vec)
-                if stream:
-                    _nontemporal(builder, builder.store(columns[b][j], at, align=LINE))
-                else:
-                    builder.store(columns[b][j], at, align=width)
+        for b, j in _store_order(blocks, n):
+            at = _lanes_at(context, builder, dst, args[3], index(d0_, ds_, j, b * n), vec)
+            if stream:
+                _nontemporal(builder, builder.store(columns[b][j], at, align=TRANSPOSE_BYTES))
+            else:
+                builder.store(columns[b][j], at, align=width)
         return context.get_dummy_value()
 
     return types.none(src, s0, ss, dst, d0, ds), codegen
@@ -903,7 +932,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                             _store(buf, rb + c, value(gi, xi, ti, cof))
                 # (b): whole blocks through registers, two at a time and then a last odd one, then
                 # the ragged edges element by element.
-                block_cols = block_rows = np.uint64(LINE // o.itemsize)  # _block(itemsize)
+                block_cols = block_rows = np.uint64(TRANSPOSE_BYTES // o.itemsize)  # _block(itemsize)
                 nr_whole, nc_whole = nr // block_rows * block_rows, nc // block_cols * block_cols
                 pair_rows = np.uint64(2) * block_rows
                 nr_pairs = nr_whole // pair_rows * pair_rows

@@ -1,7 +1,8 @@
 """The CPU backend's transposed walk (cpu_loops.transposed): 2-d problems whose inputs are
 transposed views and whose out is contiguous go through tiles of 16 KiB (64 columns by 64 rows of
-float32 or 128 of a 16-bit type), one-line-square register transposes inside them (in pairs, then
-a last odd one) and element-wise copies at ragged edges; a large line-aligned out is stored
+float32 or 128 of a 16-bit type), square register transposes inside them (rows of a whole line
+with AVX-512, of half a line without: cpu_loops.TRANSPOSE_BYTES; in pairs, then a last odd one)
+and element-wise copies at ragged edges; a large line-aligned out is stored
 non-temporally. Every shape class below must give bitwise what the same call on contiguous
 copies gives (the formula is elementwise, so the layout may not change a bit), for every dtype,
 gradient kind and core count. The planner marks these problems Layout.TRANSPOSED, whose space
@@ -21,6 +22,7 @@ from kernels import tiling
 from kernels.backends import cpu, cpu_loops
 from kernels.modes import Variant
 from kernels.tiling import Tiling
+from tests.helpers import run_fresh
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # (rows, cols) of out: tile multiples, ragged in either dim, narrower than one register block;
@@ -190,3 +192,54 @@ def test_unpack_rounds_leave_every_column_whole(n: int, lane: int) -> None:
     assert sorted(order) == list(range(n))
     for j, slot in enumerate(order):
         assert slots[slot] == [(r, j) for r in range(n)]
+
+
+@pytest.mark.parametrize("row_bytes", [cpu_loops.LINE, cpu_loops.LINE // 2])
+def test_store_order_stores_every_column_of_every_block_once(row_bytes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole-line rows: rounds whose stores alternate between the two blocks' lines. Half-line rows:
+    the two halves of each output line (block 0's column j, then block 1's) one after the other."""
+    monkeypatch.setattr(cpu_loops, "TRANSPOSE_BYTES", row_bytes)
+    n = row_bytes // 4
+    for blocks in (1, 2):
+        order = cpu_loops._store_order(blocks, n)
+        assert sorted(order) == [(b, j) for b in range(blocks) for j in range(n)]
+    pair = cpu_loops._store_order(2, n)
+    if row_bytes == cpu_loops.LINE:
+        assert all(pair[i][0] != pair[i + 1][0] for i in range(n - 1))  # round 0 alternates lines
+    else:
+        assert all(pair[2 * j : 2 * j + 2] == [(0, j), (1, j)] for j in range(n))
+
+
+def test_the_other_row_width_gives_the_contiguous_bits_in_a_fresh_process() -> None:
+    """The walk this host does not pick by default (LOSSTUNE_CPU_TRANSPOSE_BYTES), ordinary and
+    streamed stores, 1 and 2 cores, every dtype: bitwise the contiguous call's result."""
+    other = cpu_loops.LINE // 2 if cpu_loops.TRANSPOSE_BYTES == cpu_loops.LINE else cpu_loops.LINE
+    code = (
+        "import torch, kernels\n"
+        "from kernels import tiling\n"
+        "from kernels.backends import cpu_loops\n"
+        "from kernels.modes import Variant\n"
+        "from kernels.tiling import Tiling\n"
+        f"assert cpu_loops.TRANSPOSE_BYTES == {other}\n"
+        "bad = []\n"
+        "for dtype in (torch.float32, torch.float16, torch.bfloat16):\n"
+        "    bits = torch.int32 if dtype == torch.float32 else torch.int16\n"
+        "    for shape in ((128, 64), (130, 77), (40, 48), (70, 320), (67, 160)):\n"
+        "        gen = torch.Generator().manual_seed(1)\n"
+        "        x, t, g = (torch.randn(shape[::-1], generator=gen).to(dtype).t() for _ in range(3))\n"
+        "        want = kernels.kl_div_backward(g.contiguous(), x.contiguous(), t.contiguous(), 'none', True)\n"
+        "        for cores in (1, 2):\n"
+        "            for stream in (False, True):\n"
+        "                c = Tiling(tiling.CPU_TRANSPOSED_TILE, cores, Variant.STRIDED, stream=stream)\n"
+        "                got = kernels.kl_div_backward(g, x, t, 'none', True, config=c)\n"
+        "                if not torch.equal(got.view(bits), want.view(bits)):\n"
+        "                    bad.append((str(dtype), shape, cores, stream))\n"
+        "print(bad)\n"
+    )
+    assert run_fresh(code, {"LOSSTUNE_CPU_TRANSPOSE_BYTES": str(other)}) == "[]"
+
+
+def test_a_bad_transpose_width_is_refused_naming_the_variable() -> None:
+    code = "try:\n    from kernels.backends import cpu_loops\nexcept ValueError as e:\n    print(e)\n"
+    printed = run_fresh(code, {"LOSSTUNE_CPU_TRANSPOSE_BYTES": "48"})
+    assert printed == "LOSSTUNE_CPU_TRANSPOSE_BYTES: expected 64 or 32, got '48'"

@@ -410,8 +410,9 @@ def _nontemporal(builder: ir.IRBuilder, store: ir.Instruction) -> None:
 def _transpose_bytes() -> int:
     """The bytes of one register-transpose row: a whole line (one zmm) with AVX-512, half a line
     (one ymm) without. A line-wide transpose on AVX2 is split by LLVM into ymm halves, 2 x 16 of
-    them for a 16 x 16 float32 block where the ISA has 16 registers; half-line blocks ran the
-    transposed walk 1.1-1.9x faster on the AVX2 host measured (results/performance.md, section 30).
+    them for a 16 x 16 float32 block where the ISA has 16 registers; with half-line blocks the
+    transposed walk's time over the contiguous loop's fell 1.01-1.67x on the AVX2 host measured
+    (results/performance.md, section 30).
     ``LOSSTUNE_CPU_TRANSPOSE_BYTES`` (64 or 32) picks one on any host, so both walks are tested
     everywhere."""
     forced = os.environ.get("LOSSTUNE_CPU_TRANSPOSE_BYTES")
@@ -445,8 +446,8 @@ def _store_order(blocks: int, n: int) -> list[tuple[int, int]]:
     slower than ones that alternate (results/performance.md, section 23); with two blocks each
     round alternates. Half-line rows: column by column, each column's blocks in turn, so the two
     halves of an output line are stored one after the other. Stored a round apart, with n other
-    lines' halves between them, the AVX2 host ran the walk 1.2-2x slower (section 30): a streamed
-    line left half-written is flushed in parts."""
+    lines' halves between them, the AVX2 host ran the walk 1.1-2.0x slower (section 30): a
+    streamed line left half-written is flushed in parts."""
     if TRANSPOSE_BYTES == LINE:
         return [((q + j) % blocks, j) for q in range(blocks) for j in range(n)]
     return [(b, j) for j in range(n) for b in range(blocks)]

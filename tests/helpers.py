@@ -16,7 +16,17 @@ import torch
 import kernels
 from kernels.accuracy import mismatch, ulps_for
 
-__all__ = ["CALLS", "DTYPES", "LOOP_SIZES", "as_bits", "assert_within", "every_loop_case", "run_fresh", "ulps_for"]
+__all__ = [
+    "CALLS",
+    "DTYPES",
+    "LOOP_SIZES",
+    "as_bits",
+    "assert_within",
+    "count_copy_runs",
+    "every_loop_case",
+    "run_fresh",
+    "ulps_for",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,6 +36,31 @@ def assert_within(
 ) -> None:
     problem = mismatch(out, ref, ulps, rel_to=rel_to, rel=rel)
     assert problem is None, problem
+
+
+def count_copy_runs(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Plumbing: counts the runs of every copy ``timing.copy_probe`` hands out (the copies are real)
+    and makes the per-process cached ``timing.copy_bandwidth`` fail if anything reads it."""
+    from kernels import timing
+
+    calls = {"copy": 0}
+    real_probe = timing.copy_probe
+
+    def counted(device: str, nbytes: int) -> tuple[Callable[[int], object], int]:
+        run, moved = real_probe(device, nbytes)
+
+        def counting(i: int) -> object:
+            calls["copy"] += 1
+            return run(i)
+
+        return counting, moved
+
+    def cached(*_: object) -> float:
+        raise AssertionError("the cached copy bandwidth was read where a copy timed in the rounds was due")
+
+    monkeypatch.setattr(timing, "copy_probe", counted)
+    monkeypatch.setattr(timing, "copy_bandwidth", cached)
+    return calls
 
 
 def run_fresh(code: str, env: dict[str, str]) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import losses
+from tests.helpers import count_copy_runs
 from tuner.problems import Case
 
 
@@ -72,25 +73,7 @@ def test_the_roofline_copy_is_timed_in_the_cases_own_rounds_plumbing(
 ) -> None:
     """Plumbing (the copy is real, only counted): each case's roofline comes from a copy timed in
     that case's shuffled rounds, never from the per-process cached probe."""
-    from kernels import timing
-
-    calls = {"copy": 0}
-    real_probe = timing.copy_probe
-
-    def counted(device: str, nbytes: int):  # type: ignore[no-untyped-def]
-        run, moved = real_probe(device, nbytes)
-
-        def counting(i: int) -> object:
-            calls["copy"] += 1
-            return run(i)
-
-        return counting, moved
-
-    def cached(*_: object) -> float:
-        raise AssertionError("the suite must not read the cached copy bandwidth where copy_probe exists")
-
-    monkeypatch.setattr(timing, "copy_probe", counted)
-    monkeypatch.setattr(timing, "copy_bandwidth", cached)
+    calls = count_copy_runs(monkeypatch)
     cache = losses.measure_all(["mse"], ["float32"], ["2^10 none"], ["cpu"], min_time_s=0.001, rounds=3, root=tmp_path)
     assert calls["copy"] >= 3 * 5  # every round, each at least measure()'s min_runs
     entries = [cache["results"][losses.key("cpu", "mse", "float32", "2^10 none", c)] for c in losses.CONFIGS]

@@ -7,6 +7,7 @@ import torch
 
 from kernels import timing
 from kernels.modes import Op, Reduction
+from tests.helpers import count_copy_runs
 from tuner import bench
 from tuner.problems import Case, InputLayout
 
@@ -26,23 +27,7 @@ def test_the_copy_is_timed_in_the_rows_own_rounds_plumbing(monkeypatch: pytest.M
     """Plumbing (the copy is real, only counted): the roofline of a row comes from a copy timed in
     that row's interleaved rounds, never from the per-process cached probe, which a 20-minute
     report would otherwise read for rows timed long after it."""
-    calls = {"copy": 0}
-    real_probe = timing.copy_probe
-
-    def counted(device: str, nbytes: int):  # type: ignore[no-untyped-def]
-        run, moved = real_probe(device, nbytes)
-
-        def counting(i: int) -> object:
-            calls["copy"] += 1
-            return run(i)
-
-        return counting, moved
-
-    def cached(*_: object) -> float:
-        raise AssertionError("bench_case must not read the cached copy bandwidth")
-
-    monkeypatch.setattr(timing, "copy_probe", counted)
-    monkeypatch.setattr(timing, "copy_bandwidth", cached)
+    calls = count_copy_runs(monkeypatch)
     row = bench.bench_case(L1, "cpu", min_time_s=0.001, rounds=3)
     assert calls["copy"] >= 3 * 5  # every round, each at least measure()'s min_runs
     nbytes = 3 * L1.numel * 4 + L1.numel * 4  # l1 reads g, x, t and writes out

@@ -469,7 +469,8 @@ def _make_transpose(stream: bool, blocks: int) -> Callable[..., None]:
 def _transpose_typer(src, s0, ss, dst, d0, ds, stream: bool, blocks: int):
     """dst[d0 + j * ds + i] = src[s0 + i * ss + j] for i < blocks * n and j < n = _block(width):
     per block n vector loads, n log2(n) shuffles and n vector stores, where element-wise it is n^2
-    scalar loads and stores. Block b fills line b of each of the n columns in dst.
+    scalar loads and stores. Block b fills elements b * n to (b + 1) * n of each of the n columns
+    in dst: line b of each with whole-line rows, half of line b // 2 with half-line rows.
 
     The stores go in _store_order. src and dst hold the same element type, moved as raw bits."""
     if not _raw_pair(src, dst):
@@ -875,9 +876,9 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
         # stores stay scalar. So the problem goes in tiles of 16 KiB (_TILE_BYTES; 64 or 128 rows
         # by 64 columns) through an L1 buffer of out's element type: pass (a) runs the formula
         # along dim 1, the inputs' order, vectorised like flat; pass (b) moves the buffer into out
-        # along dim 0 through registers, blocks one cache line a side (_transpose_block, _block),
-        # two at a time where they can (_transpose_pair: its stores alternate even and odd lines),
-        # each output column run stored as whole lines.
+        # along dim 0 through registers, blocks one TRANSPOSE_BYTES row a side (_transpose_block,
+        # _block), two at a time where they can (_transpose_pair, its stores in _store_order),
+        # each output column run stored as whole lines (two back-to-back halves without AVX-512).
         # Each block owns a contiguous range of tiles, column strip by column strip, so its stores
         # advance along each output line run in order (round-robin tiles measured 1.3x slower;
         # results/performance.md).

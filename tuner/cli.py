@@ -85,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     freeze.add_argument("--device", help="device name (default: the only one in storage)")
     freeze.add_argument("--config-dir", type=Path, help="frozen-config root (default kernels/configs)")
 
-    bench = sub.add_parser("bench", help="tuned vs default vs vendor: median, spread, GB/s, % roofline")
+    bench = sub.add_parser("bench", help="tuned vs default vs vendor: median, spread, GB/s, %% roofline")
     _add_case_args(bench)
     bench.add_argument("--min-time", type=float, default=0.1)
     bench.add_argument("--rounds", type=int, default=3)

@@ -162,3 +162,14 @@ def test_bench_report_sweeps_sizes_and_layouts_and_writes_files(
     assert (tmp_path / "report.txt").read_text().startswith("losstune bench --report on ")
     assert main(["bench", "--report", "--op", "l1", "--rounds", "0"]) == 2
     assert "--rounds: expected a positive number" in capsys.readouterr().err
+
+
+def test_help_lists_every_subcommand_in_plain_words(capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse formats help strings with %: a bare '% r' once printed the action's dict into it."""
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    for command in ("tune", "show", "freeze", "bench", "doctor", "dashboard", "machine"):
+        assert command in text
+    assert "GB/s, % roofline" in " ".join(text.split()) and "option_strings" not in text

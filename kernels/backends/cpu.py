@@ -61,12 +61,13 @@ def host_isa() -> str:
     """The x86 vector tier numba builds these loops for on this host: "avx512", "avx2" (with FMA),
     or "" for anything else (another architecture, or an older x86).
 
-    It is part of the device name the frozen configs and the studies are kept under: the spaces
-    differ by it (the table walk needs AVX-512 gathers), and so do the best configs, since the
-    vector width sets how much arithmetic a tile's bytes carry (the exp-bound KL log_target loops
-    run the three-powers ldexp without AVX-512). A config tuned on one tier says nothing about the
-    other; results/performance.md, section 29. The host's features, not the LOSSTUNE_CPU_*
-    switches: those are for testing the portable builds, not for naming a machine."""
+    It is part of the device name the frozen configs and the studies are kept under: the loops
+    differ by it (the register transposes' width, the gather's lanes, the ldexp), and so do the
+    best configs, since the vector width sets how much arithmetic a tile's bytes carry (the
+    exp-bound KL log_target loops run the three-powers ldexp without AVX-512). A config tuned on
+    one tier says nothing about the other; results/performance.md, section 29. The host's
+    features, not the LOSSTUNE_CPU_* switches: those are for testing the portable builds, not for
+    naming a machine."""
     features = llvm.get_host_cpu_features()
     if features.get("avx512f", False):
         return "avx512"
@@ -84,7 +85,7 @@ def device_name(machine: str, threads: int) -> str:
 
 def table_variant(formula: Formula, geometry: Geometry, dtype: torch.dtype) -> bool:
     """Whether the table walk is in the space: a 0-d gradient (the scalar_grad loop), a formula of
-    the target alone, a 16-bit out, enough elements, a host with AVX-512 gathers."""
+    the target alone, a 16-bit out, enough elements, a host with hardware gathers (AVX2 or AVX-512)."""
     return (
         cpu_loops.HAS_GATHER
         and formula.compute_bound

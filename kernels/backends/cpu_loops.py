@@ -573,35 +573,56 @@ def _stream_out(buf, m, o, s, po):
 # for every input, built once per launch by the formula's own loop (so each entry is bitwise what
 # that loop stores for that target) and then gathered. It pays where the formula costs more per
 # element than a gather does: log_target's exp (results/performance.md, section 22).
-HAS_GATHER = _host_has("avx512f", "LOSSTUNE_CPU_GATHER")  # vpgatherdd on 16 dword lanes
+def _gather_tier() -> int:
+    """Dword lanes per hardware gather: 16 with AVX-512 (vpgatherdd zmm), 8 with AVX2's ymm form, 0
+    for none. ``LOSSTUNE_CPU_GATHER=0`` says none on any host."""
+    if _host_has("avx512f", "LOSSTUNE_CPU_GATHER"):
+        return 16
+    if _host_has("avx2", "LOSSTUNE_CPU_GATHER"):
+        return 8
+    return 0
+
+
+GATHER_LANES = _gather_tier()
+HAS_GATHER = GATHER_LANES > 0
 TABLE_ENTRIES = 1 << 16
 TABLE_PAD = 2  # a gather reads 4 bytes at entry i: the last entry's upper half falls here
-_GATHER_LANES = 16
+
+
+def _gather_call(builder: ir.IRBuilder, base: ir.Value, index: ir.Value) -> ir.Value:
+    """One vpgatherdd of the host's lanes: dwords at base + 2 * index, every lane enabled."""
+    words = ir.VectorType(_I32, GATHER_LANES)
+    if GATHER_LANES == 16:
+        every = ir.VectorType(ir.IntType(1), GATHER_LANES)
+        kind = ir.FunctionType(words, [words, base.type, words, every, _I32])  # passthru, base, index, mask, scale
+        gather = builder.module.declare_intrinsic("llvm.x86.avx512.mask.gather.dpi.512", (), kind)
+        mask, scale = ir.Constant(every, [1] * GATHER_LANES), ir.Constant(_I32, 2)
+    else:
+        # AVX2's form takes its mask as dwords (a lane gathers where its sign bit is set) and an i8 scale.
+        kind = ir.FunctionType(words, [words, base.type, words, words, ir.IntType(8)])
+        gather = builder.module.declare_intrinsic("llvm.x86.avx2.gather.d.d.256", (), kind)
+        mask, scale = ir.Constant(words, [-1] * GATHER_LANES), ir.Constant(ir.IntType(8), 2)
+    return builder.call(gather, [ir.Constant(words, None), base, index, mask, scale])
 
 
 @intrinsic
 def _gather_lanes(typingctx, table, src, s0, dst, d0):
-    """dst[d0 + i] = table[src[s0 + i] as unsigned] for i < 16, all 16-bit: one vector load of the
-    indices, one vpgatherdd of 16 dwords at table + 2 * index (x86 has no 16-bit gather; each
-    dword's low half is the entry, hence TABLE_PAD), one truncating vector store."""
+    """dst[d0 + i] = table[src[s0 + i] as unsigned] for i < the host's gather lanes, all 16-bit: one
+    vector load of the indices, one vpgatherdd of dwords at table + 2 * index (x86 has no 16-bit
+    gather; each dword's low half is the entry, hence TABLE_PAD), one truncating vector store."""
     if not _raw_pair(table, dst) or table.dtype.bitwidth != 16:
         return None
     if not isinstance(src, types.Array) or src.dtype.bitwidth != 16:
         return None
 
     def codegen(context, builder, signature, args):
-        halves = ir.VectorType(ir.IntType(16), _GATHER_LANES)
-        words = ir.VectorType(_I32, _GATHER_LANES)
-        every = ir.VectorType(ir.IntType(1), _GATHER_LANES)
-        set.add(builder.function.attributes, '"min-legal-vector-width"="512"')  # as in _transpose_block
+        halves = ir.VectorType(ir.IntType(16), GATHER_LANES)
+        words = ir.VectorType(_I32, GATHER_LANES)
+        if GATHER_LANES == 16:
+            set.add(builder.function.attributes, '"min-legal-vector-width"="512"')  # as in _transpose_block
         index = builder.zext(builder.load(_lanes_at(context, builder, src, args[1], args[2], halves), align=2), words)
         base = builder.bitcast(context.make_array(table)(context, builder, args[0]).data, ir.IntType(8).as_pointer())
-        kind = ir.FunctionType(words, [words, base.type, words, every, _I32])  # passthru, base, index, mask, scale
-        gather = builder.module.declare_intrinsic("llvm.x86.avx512.mask.gather.dpi.512", (), kind)
-        got = builder.call(
-            gather,
-            [ir.Constant(words, None), base, index, ir.Constant(every, [1] * _GATHER_LANES), ir.Constant(_I32, 2)],
-        )
+        got = _gather_call(builder, base, index)
         builder.store(builder.trunc(got, halves), _lanes_at(context, builder, dst, args[3], args[4], halves), align=2)
         return context.get_dummy_value()
 
@@ -611,7 +632,7 @@ def _gather_lanes(typingctx, table, src, s0, dst, d0):
 @njit(inline="always")
 def _look_up(table, t, s, dst, d, m):
     """dst[d:d + m] = table[t[s:s + m]] (uint64 bounds): 16 lanes per gather, the rest one by one."""
-    lanes = np.uint64(_GATHER_LANES)
+    lanes = np.uint64(GATHER_LANES)
     whole = m // lanes * lanes
     for i in range(np.uint64(0), whole, lanes):
         _gather_lanes(table, t, s + i, dst, d + i)

@@ -20,10 +20,10 @@ from kernels.backends import cpu_loops
 from kernels.modes import Variant
 from kernels.ops import kl_div, mse
 from kernels.tiling import Tiling
-from tests.helpers import as_bits
+from tests.helpers import as_bits, run_fresh
 
 pytestmark = pytest.mark.usefixtures("cpu_backend")
-needs_gather = pytest.mark.skipif(not cpu_loops.HAS_GATHER, reason="the table walk needs AVX-512 gathers")
+needs_gather = pytest.mark.skipif(not cpu_loops.HAS_GATHER, reason="the table walk needs AVX2 or AVX-512 gathers")
 
 ENTRIES = cpu_loops.TABLE_ENTRIES
 SIXTEEN = (torch.float16, torch.bfloat16)
@@ -117,7 +117,7 @@ def test_the_table_is_a_variant_only_of_kl_log_target_0d_16bit_large_problems_an
         "formula reads self": ("mse", torch.float16, big, "mean"),
     }.items():
         assert Variant.TABLE not in _space(*case), why
-    monkeypatch.setattr(cpu_loops, "HAS_GATHER", False)  # a host without AVX-512 (LOSSTUNE_CPU_GATHER=0)
+    monkeypatch.setattr(cpu_loops, "HAS_GATHER", False)  # a host without gathers (LOSSTUNE_CPU_GATHER=0)
     dispatch.clear_plans()  # the plan cache holds the space the last call was planned with
     assert Variant.TABLE not in _space("kl_div-log", torch.bfloat16, big)
     monkeypatch.undo()
@@ -125,15 +125,18 @@ def test_the_table_is_a_variant_only_of_kl_log_target_0d_16bit_large_problems_an
 
 
 @needs_gather
-def test_the_table_walk_gathers_16_dwords_at_a_time() -> None:
+def test_the_table_walk_gathers_the_hosts_dword_lanes_at_a_time() -> None:
+    """16 lanes (zmm) with AVX-512, 8 (ymm) with AVX2 only, in the machine code numba built."""
     t = torch.rand(1 << 22).to(torch.bfloat16)
     log_kl(torch.tensor(1.0).to(torch.bfloat16), t, Tiling(4096, 2, Variant.TABLE))
     asm = "\n".join(cpu_loops.TABLE_WALK[1].inspect_asm().values())
-    assert "vpgatherdd" in asm and "zmm" in asm
+    register = {16: "zmm", 8: "ymm"}[cpu_loops.GATHER_LANES]
+    gathers = [line for line in asm.splitlines() if "vpgatherdd" in line]
+    assert gathers and all(register in line for line in gathers), gathers[:3]
 
 
 def test_a_table_config_on_a_host_without_gathers_is_refused_before_writing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Plumbing (HAS_GATHER mocked off, as on an AVX2 host): an explicit table config is outside the
+    """Plumbing (HAS_GATHER mocked off, as on a host without AVX2): an explicit table config is outside the
     space there, refused by name, and out is left as it was."""
     monkeypatch.setattr(cpu_loops, "HAS_GATHER", False)
     dispatch.clear_plans()
@@ -144,3 +147,18 @@ def test_a_table_config_on_a_host_without_gathers_is_refused_before_writing(monk
     assert "table" in str(caught.value) and bool((out == 7.0).all())
     monkeypatch.undo()
     dispatch.clear_plans()
+
+
+def test_the_gather_lanes_follow_the_host_tier_and_the_switch_turns_them_off_in_a_fresh_process() -> None:
+    want = {"avx512": 16, "avx2": 8}.get(cpu_backend_module.host_isa(), 0)
+    assert cpu_loops.GATHER_LANES == want and cpu_loops.HAS_GATHER == (want > 0)
+    code = (
+        "import torch\n"
+        "from kernels.backends import cpu_loops\n"
+        "from kernels.ops import kl_div\n"
+        "t = torch.empty(1 << 22, dtype=torch.bfloat16)\n"
+        "_, ex = kl_div.get_workspace_size(torch.ones((), dtype=torch.bfloat16), t, t, 'mean', True, None,"
+        " backend='cpu', allocate=True)\n"
+        "print(cpu_loops.GATHER_LANES, [v.value for v in dict(ex.space.knobs)['variant']])\n"
+    )
+    assert run_fresh(code, {"LOSSTUNE_CPU_GATHER": "0"}) == "0 ['scalar_grad', 'strided']"

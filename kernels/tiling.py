@@ -186,19 +186,24 @@ def cpu_space(facts: DeviceFacts, variants: tuple[Variant, ...], numel: int) -> 
     return Space("cpu", knobs, (_CPU_PREFETCHING, _CPU_STREAMING), default)
 
 
-# The transposed walk (cpu_loops.transposed) goes in fixed tiles of 16 KiB of out through an L1
-# buffer, 64 columns by 64 rows of float32 or 128 of a 16-bit type; 16 to 256 rows or columns
-# measured no better (results/performance.md, sections 13, 17 and 23), so its tile is not a knob and
-# CPU_TRANSPOSED_TILE only names it in configs. Its stores of out's columns are non-temporal where
-# the config says stream: from 16 MiB of out on that was 1.3-1.9x faster, while at 8 MiB the sign
-# depends on whether out is still cached from the last call and on how many inputs compete (sections
-# 17, 19). So the default keeps that size rule and the tuner decides per bucket.
+# The transposed walk (cpu_loops.transposed) goes in tiles of 16 KiB of out through an L1 buffer by
+# default, 64 columns by 64 rows of float32 or 128 of a 16-bit type; on the AVX-512 Xeon 16 to 256
+# rows or columns measured no better (results/performance.md, sections 13, 17 and 23), so there
+# CPU_TRANSPOSED_TILE (in 4-byte words of the buffer) is the one tile. Where the backend offers more
+# (cpu_loops.TRANSPOSED_TILES: 64 and 128 KiB without AVX-512, section 31) the tuner picks.
+# Its stores of out's columns are non-temporal where the config says stream: from 16 MiB of out on
+# that was 1.3-1.9x faster, while at 8 MiB the sign depends on whether out is still cached from the
+# last call and on how many inputs compete (sections 17, 19). So the default keeps that size rule
+# and the tuner decides per bucket.
 CPU_TRANSPOSED_TILE = 64 * 64
 CPU_STREAM_OUT_BYTES = 1 << 24
 
 
-def cpu_transposed_space(facts: DeviceFacts, numel: int, out_bytes: int) -> Space:
-    """The space of a transposed walk: cores and stream. Default: the cores of cpu_space's default,
+def cpu_transposed_space(
+    facts: DeviceFacts, numel: int, out_bytes: int, tiles: tuple[int, ...] = (CPU_TRANSPOSED_TILE,)
+) -> Space:
+    """The space of a transposed walk: ``tiles`` (the walk's buffer in 4-byte words, the backend's
+    list), cores and stream. Default: CPU_TRANSPOSED_TILE, the cores of cpu_space's default,
     streamed stores from an out of CPU_STREAM_OUT_BYTES on. The launch stores ordinarily, whatever
     the config, where out's lines are not aligned for non-temporal stores."""
     cores = tuple(range(1, facts.cores + 1))
@@ -210,7 +215,7 @@ def cpu_transposed_space(facts: DeviceFacts, numel: int, out_bytes: int) -> Spac
     )
     knobs = (
         ("variant", (Variant.STRIDED,)),
-        ("tile", (CPU_TRANSPOSED_TILE,)),
+        ("tile", tiles),
         ("cores", cores),
         ("stream", (False, True)),
     )

@@ -119,7 +119,8 @@ class CpuBackend:
 
     def space(self, formula: Formula, geometry: Geometry, dtype: torch.dtype) -> Space:
         if geometry.layout is Layout.TRANSPOSED:
-            return cpu_transposed_space(self._facts, geometry.numel, geometry.n_out * dtype.itemsize)
+            out_bytes = geometry.n_out * dtype.itemsize
+            return cpu_transposed_space(self._facts, geometry.numel, out_bytes, cpu_loops.TRANSPOSED_TILES)
         table = (Variant.TABLE,) if table_variant(formula, geometry, dtype) else ()
         return cpu_space(self._facts, geometry.variants + table, geometry.numel)
 
@@ -175,8 +176,9 @@ class CpuBackend:
             walk_args = (*operands, *_walk_arrays(geo, x_axis), geo.numel, ex.cof, cfg.tile, cfg.cores)
             if geo.layout is Layout.TRANSPOSED:
                 # The inputs own the inner dim, out the outer one: the tiled walk that transposes
-                # through an L1 buffer (cpu_loops.transposed).
-                kernels.transposed[pick](*walk_args, cfg.stream and _line_aligned(o, geo.strides[3][1]))
+                # through a buffer of its tile (cpu_loops.transposed).
+                walk = kernels.transposed[cfg.tile][pick]
+                walk(*walk_args, cfg.stream and _line_aligned(o, geo.strides[3][1]))
             else:
                 kernels.strided[pick](*walk_args)
             return

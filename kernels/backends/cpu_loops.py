@@ -44,10 +44,8 @@ _I32 = ir.IntType(32)
 # element by element with the same operations, so every result is bitwise the same. LLVM options
 # are process-wide: other numba code in the process gets scalar remainders too.
 llvm.set_option("", "-enable-epilogue-vectorization=false")
-# The transposed walk's tile: 64 columns (the inputs' unit-stride dim) by as many rows as make 16 KiB
-# of out's element type, 64 of float32 (best of 16..256, performance.md) and 128 of a 16-bit type,
-# whose rows then leave as 4 lines instead of 2: 1.01-1.26x (section 23).
-_TILE_BYTES = 16 * 1024
+# The transposed walk's tile: 64 columns (the inputs' unit-stride dim) by as many rows as fill its
+# buffer of out's element type (TRANSPOSED_TILES, below).
 _TILE_COLS = 64
 _F16_MAGIC = np.float32(2.0**112)  # rebias a float16 exponent (15) to float32's (127)
 
@@ -424,6 +422,12 @@ def _transpose_bytes() -> int:
 
 
 TRANSPOSE_BYTES = _transpose_bytes()
+# The transposed walk's tiles, in 4-byte words of its out buffer: 4096 (tiling.CPU_TRANSPOSED_TILE)
+# is 16 KiB, 64 rows of float32 or 128 of a 16-bit type by 64 columns. With AVX-512 that one tile,
+# the Xeon's best (sections 17 and 23: taller tiles no better there); with 32-byte rows also 64 and
+# 128 KiB buffers (in L2), 0.98-1.41x as fast as 16 KiB on the AVX2 host's 16-bit rows (medians
+# 1.06-1.14) and 0.83-1.14x on its float32 ones (section 31), so the tuner picks per bucket.
+TRANSPOSED_TILES = (4096,) if TRANSPOSE_BYTES == LINE else (4096, 16384, 32768)
 
 
 def _block(width: int) -> int:
@@ -767,7 +771,7 @@ class CpuKernels:
     flat: tuple[Callable[..., None], Callable[..., None]]
     scalar_grad: tuple[Callable[..., None], Callable[..., None]]
     strided: tuple[Callable[..., None], Callable[..., None]]
-    transposed: tuple[Callable[..., None], Callable[..., None]]
+    transposed: dict[int, tuple[Callable[..., None], Callable[..., None]]]  # by tile (TRANSPOSED_TILES)
     reduce: tuple[Callable[..., None], Callable[..., None]]
 
 
@@ -889,92 +893,97 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                     ot += strides[2, d]
                     oo += strides[3, d]
 
-    def transposed(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks, stream):
-        # The strided walk of a 2-d problem whose operands disagree on the unit-stride dim: the
-        # inputs step through dim 1 at stride 1, the output through dim 0 (a transposed input and a
-        # contiguous out). Either order makes one side stride through memory at a power of two,
-        # where every line of a column maps to the same cache set, and the strided side's loads or
-        # stores stay scalar. So the problem goes in tiles of 16 KiB (_TILE_BYTES; 64 or 128 rows
-        # by 64 columns) through an L1 buffer of out's element type: pass (a) runs the formula
-        # along dim 1, the inputs' order, vectorised like flat; pass (b) moves the buffer into out
-        # along dim 0 through registers, blocks one TRANSPOSE_BYTES row a side (_transpose_block,
-        # _block), two at a time where they can (_transpose_pair, its stores in _store_order),
-        # each output column run stored as whole lines (two back-to-back halves without AVX-512).
-        # Each block owns a contiguous range of tiles, column strip by column strip, so its stores
-        # advance along each output line run in order (round-robin tiles measured 1.3x slower;
-        # results/performance.md).
-        # ``stream`` (the config's knob, tiling.cpu_transposed_space, where the launch finds out's
-        # lines aligned): those whole-line stores are non-temporal. Every tile writes a line or two
-        # into each of 64 rows a power of two apart, too many streams for the hardware prefetcher,
-        # so each ordinary store waited on reading its line in first; a streamed line skips that
-        # read (results/performance.md, section 17).
-        g, x, t = _view(pg, spans[0], tg), _view(px, spans[1], tx), _view(pt, spans[2], tt)
-        o = _view(po, spans[3], to)
-        cof = np.float32(cof64)
-        rows, cols = np.uint64(shape[0]), np.uint64(shape[1])
-        tr, tc = np.uint64(_TILE_BYTES // _TILE_COLS // o.itemsize), np.uint64(_TILE_COLS)
-        one = np.uint64(1)
-        row_tiles, col_tiles = (rows + tr - one) // tr, (cols + tc - one) // tc
-        # Unsigned offsets, as in flat (strides here are never negative).
-        so1 = np.uint64(strides[3, 1])  # out steps through dim 0 at stride 1 (the launch checks)
-        sg0, sx0, st0 = np.uint64(strides[0, 0]), np.uint64(strides[1, 0]), np.uint64(strides[2, 0])
-        sg1, sx1, st1 = np.uint64(strides[0, 1]), np.uint64(strides[1, 1]), np.uint64(strides[2, 1])
-        unit = sx1 == 1 and st1 == 1
-        for b in prange(nblocks):
-            vectors()
-            buf = np.empty(_TILE_BYTES // o.itemsize, to.dtype)
-            ntiles = row_tiles * col_tiles
-            share = (ntiles + np.uint64(nblocks) - one) // np.uint64(nblocks)
-            for tile_no in range(np.uint64(b) * share, min(ntiles, (np.uint64(b) + one) * share)):
-                # Index math stays in uint64 throughout: numba types int64 (op) uint64 as float64.
-                r0, c0 = (np.uint64(tile_no) % row_tiles) * tr, (np.uint64(tile_no) // row_tiles) * tc
-                nr, nc = min(rows - r0, tr), min(cols - c0, tc)
-                # (a): the formula into the buffer, rows nc apart, one unit-stride run per tile row.
-                # Where the tile's rows follow one another in memory for every operand (inputs at
-                # most 64 wide) the whole tile is one run of nr * nc.
-                ug, ux, ut = r0 * sg0 + c0 * sg1, r0 * sx0 + c0 * sx1, r0 * st0 + c0 * st1
-                g_dense = (sg0 == 0 and sg1 == 0) or (sg0 == nc and sg1 == 1)
-                if unit and sx0 == nc and st0 == nc and g_dense:
-                    runs, run = one, nr * nc
-                else:
-                    runs, run = nr, nc
-                for r in range(runs):
-                    rg, rx, rt, rb = ug + r * sg0, ux + r * sx0, ut + r * st0, r * nc
-                    # Unit-stride loops of their own, as in strided (a stride-0 gradient would
-                    # keep LLVM from vectorising a runtime-stride loop).
-                    if unit and sg1 == 0:
-                        g0 = _load(g, rg)
-                        for c in range(run):
-                            _store(buf, rb + c, value(g0, _load(x, rx + c), _load(t, rt + c), cof))
-                    elif unit and sg1 == 1:
-                        for c in range(run):
-                            _store(buf, rb + c, value(_load(g, rg + c), _load(x, rx + c), _load(t, rt + c), cof))
+    def transposed_walk(tile_bytes: int) -> Callable[..., None]:
+        """The transposed walk with tiles of ``tile_bytes`` of out (a compile-time constant)."""
+
+        def transposed(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks, stream):
+            # The strided walk of a 2-d problem whose operands disagree on the unit-stride dim: the
+            # inputs step through dim 1 at stride 1, the output through dim 0 (a transposed input and a
+            # contiguous out). Either order makes one side stride through memory at a power of two,
+            # where every line of a column maps to the same cache set, and the strided side's loads or
+            # stores stay scalar. So the problem goes in tiles of tile_bytes (16 KiB: 64 or 128 rows
+            # by 64 columns; TRANSPOSED_TILES) through a buffer of out's element type: pass (a) runs the formula
+            # along dim 1, the inputs' order, vectorised like flat; pass (b) moves the buffer into out
+            # along dim 0 through registers, blocks one TRANSPOSE_BYTES row a side (_transpose_block,
+            # _block), two at a time where they can (_transpose_pair, its stores in _store_order),
+            # each output column run stored as whole lines (two back-to-back halves without AVX-512).
+            # Each block owns a contiguous range of tiles, column strip by column strip, so its stores
+            # advance along each output line run in order (round-robin tiles measured 1.3x slower;
+            # results/performance.md).
+            # ``stream`` (the config's knob, tiling.cpu_transposed_space, where the launch finds out's
+            # lines aligned): those whole-line stores are non-temporal. Every tile writes a line or two
+            # into each of 64 rows a power of two apart, too many streams for the hardware prefetcher,
+            # so each ordinary store waited on reading its line in first; a streamed line skips that
+            # read (results/performance.md, section 17).
+            g, x, t = _view(pg, spans[0], tg), _view(px, spans[1], tx), _view(pt, spans[2], tt)
+            o = _view(po, spans[3], to)
+            cof = np.float32(cof64)
+            rows, cols = np.uint64(shape[0]), np.uint64(shape[1])
+            tr, tc = np.uint64(tile_bytes // _TILE_COLS // o.itemsize), np.uint64(_TILE_COLS)
+            one = np.uint64(1)
+            row_tiles, col_tiles = (rows + tr - one) // tr, (cols + tc - one) // tc
+            # Unsigned offsets, as in flat (strides here are never negative).
+            so1 = np.uint64(strides[3, 1])  # out steps through dim 0 at stride 1 (the launch checks)
+            sg0, sx0, st0 = np.uint64(strides[0, 0]), np.uint64(strides[1, 0]), np.uint64(strides[2, 0])
+            sg1, sx1, st1 = np.uint64(strides[0, 1]), np.uint64(strides[1, 1]), np.uint64(strides[2, 1])
+            unit = sx1 == 1 and st1 == 1
+            for b in prange(nblocks):
+                vectors()
+                buf = np.empty(tile_bytes // o.itemsize, to.dtype)
+                ntiles = row_tiles * col_tiles
+                share = (ntiles + np.uint64(nblocks) - one) // np.uint64(nblocks)
+                for tile_no in range(np.uint64(b) * share, min(ntiles, (np.uint64(b) + one) * share)):
+                    # Index math stays in uint64 throughout: numba types int64 (op) uint64 as float64.
+                    r0, c0 = (np.uint64(tile_no) % row_tiles) * tr, (np.uint64(tile_no) // row_tiles) * tc
+                    nr, nc = min(rows - r0, tr), min(cols - c0, tc)
+                    # (a): the formula into the buffer, rows nc apart, one unit-stride run per tile row.
+                    # Where the tile's rows follow one another in memory for every operand (inputs at
+                    # most 64 wide) the whole tile is one run of nr * nc.
+                    ug, ux, ut = r0 * sg0 + c0 * sg1, r0 * sx0 + c0 * sx1, r0 * st0 + c0 * st1
+                    g_dense = (sg0 == 0 and sg1 == 0) or (sg0 == nc and sg1 == 1)
+                    if unit and sx0 == nc and st0 == nc and g_dense:
+                        runs, run = one, nr * nc
                     else:
-                        for c in range(run):
-                            gi, xi, ti = _load(g, rg + c * sg1), _load(x, rx + c * sx1), _load(t, rt + c * st1)
-                            _store(buf, rb + c, value(gi, xi, ti, cof))
-                # (b): whole blocks through registers, two at a time and then a last odd one, then
-                # the ragged edges element by element.
-                block_cols = block_rows = np.uint64(TRANSPOSE_BYTES // o.itemsize)  # _block(itemsize)
-                nr_whole, nc_whole = nr // block_rows * block_rows, nc // block_cols * block_cols
-                pair_rows = np.uint64(2) * block_rows
-                nr_pairs = nr_whole // pair_rows * pair_rows
-                for c in range(np.uint64(0), nc_whole, block_cols):
-                    for r in range(np.uint64(0), nr_pairs, pair_rows):
-                        if stream:
-                            _transpose_pair_nt(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
+                        runs, run = nr, nc
+                    for r in range(runs):
+                        rg, rx, rt, rb = ug + r * sg0, ux + r * sx0, ut + r * st0, r * nc
+                        # Unit-stride loops of their own, as in strided (a stride-0 gradient would
+                        # keep LLVM from vectorising a runtime-stride loop).
+                        if unit and sg1 == 0:
+                            g0 = _load(g, rg)
+                            for c in range(run):
+                                _store(buf, rb + c, value(g0, _load(x, rx + c), _load(t, rt + c), cof))
+                        elif unit and sg1 == 1:
+                            for c in range(run):
+                                _store(buf, rb + c, value(_load(g, rg + c), _load(x, rx + c), _load(t, rt + c), cof))
                         else:
-                            _transpose_pair(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
-                    for r in range(nr_pairs, nr_whole, block_rows):
-                        if stream:
-                            _transpose_block_nt(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
-                        else:
-                            _transpose_block(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
-                for c in range(nc):
-                    for r in range(nr_whole if c < nc_whole else np.uint64(0), nr):
-                        o[(c0 + c) * so1 + r0 + r] = buf[r * nc + c]
-            if stream:
-                _sfence()
+                            for c in range(run):
+                                gi, xi, ti = _load(g, rg + c * sg1), _load(x, rx + c * sx1), _load(t, rt + c * st1)
+                                _store(buf, rb + c, value(gi, xi, ti, cof))
+                    # (b): whole blocks through registers, two at a time and then a last odd one, then
+                    # the ragged edges element by element.
+                    block_cols = block_rows = np.uint64(TRANSPOSE_BYTES // o.itemsize)  # _block(itemsize)
+                    nr_whole, nc_whole = nr // block_rows * block_rows, nc // block_cols * block_cols
+                    pair_rows = np.uint64(2) * block_rows
+                    nr_pairs = nr_whole // pair_rows * pair_rows
+                    for c in range(np.uint64(0), nc_whole, block_cols):
+                        for r in range(np.uint64(0), nr_pairs, pair_rows):
+                            if stream:
+                                _transpose_pair_nt(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
+                            else:
+                                _transpose_pair(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
+                        for r in range(nr_pairs, nr_whole, block_rows):
+                            if stream:
+                                _transpose_block_nt(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
+                            else:
+                                _transpose_block(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
+                    for c in range(nc):
+                        for r in range(nr_whole if c < nc_whole else np.uint64(0), nr):
+                            o[(c0 + c) * so1 + r0 + r] = buf[r * nc + c]
+                if stream:
+                    _sfence()
+
+        return transposed
 
     def reduce(pg, px, pt, po, tg, tx, tt, to, spans, kshape, kstrides, rshape, rstrides, n_out, cof64, tile, nblocks):
         # Each output element sums its broadcast dims in ascending linear order, whatever the
@@ -1022,7 +1031,8 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
     def both(fn: Callable[..., None]) -> tuple[Callable[..., None], Callable[..., None]]:
         return njit(nogil=True)(fn), njit(parallel=True, nogil=True)(fn)
 
-    return CpuKernels(both(contiguous(False)), both(contiguous(True)), both(strided), both(transposed), both(reduce))
+    walks = {tile: both(transposed_walk(tile * 4)) for tile in TRANSPOSED_TILES}
+    return CpuKernels(both(contiguous(False)), both(contiguous(True)), both(strided), walks, both(reduce))
 
 
 _threads = threading.local()  # numba's thread count is per calling thread, so is this memo of it

@@ -143,8 +143,8 @@ def test_explicit_config_outside_the_space_is_rejected_before_writing() -> None:
 
 
 def test_the_transposed_space_tunes_cores_and_streaming_and_streams_large_outs_by_default() -> None:
-    """The transposed walk's tile is fixed (64 x 64), so its space is cores x stream; the default
-    keeps the measured size rule: non-temporal stores from CPU_STREAM_OUT_BYTES of out on."""
+    """With the one tile (64 x 64 float32 words, the AVX-512 host's) the space is cores x stream;
+    the default keeps the measured size rule: non-temporal stores from CPU_STREAM_OUT_BYTES of out on."""
     facts = DeviceFacts("cpu", "test-4t", 4)
     small = tiling.cpu_transposed_space(facts, 1 << 16, tiling.CPU_STREAM_OUT_BYTES - 1)
     large = tiling.cpu_transposed_space(facts, 1 << 22, tiling.CPU_STREAM_OUT_BYTES)
@@ -156,6 +156,14 @@ def test_the_transposed_space_tunes_cores_and_streaming_and_streams_large_outs_b
     assert small.hash != cpu_space(facts, (Variant.STRIDED,), 1 << 16).hash
     assert Tiling(tile=1024, cores=1, variant=Variant.STRIDED) not in large
     assert Tiling(tile=tiling.CPU_TRANSPOSED_TILE, cores=1, variant=Variant.STRIDED, prefetch=1) not in large
+
+
+def test_a_transposed_space_with_more_tiles_keeps_the_16_kib_default_and_hashes_apart() -> None:
+    facts = DeviceFacts("cpu", "test-2t", 2)
+    one = tiling.cpu_transposed_space(facts, 1 << 22, 1 << 23)
+    three = tiling.cpu_transposed_space(facts, 1 << 22, 1 << 23, (4096, 16384, 32768))
+    assert three.default == one.default and three.size == 3 * one.size
+    assert {c.tile for c in three} == {4096, 16384, 32768} and three.hash != one.hash
 
 
 @pytest.mark.parametrize(

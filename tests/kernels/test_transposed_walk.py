@@ -22,7 +22,7 @@ from kernels import tiling
 from kernels.backends import cpu, cpu_loops
 from kernels.modes import Variant
 from kernels.tiling import Tiling
-from tests.helpers import run_fresh
+from tests.helpers import as_bits, run_fresh
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # (rows, cols) of out: tile multiples, ragged in either dim, narrower than one register block;
@@ -155,7 +155,7 @@ def test_plumbing_with_a_spy_kernel_the_launch_streams_where_the_config_and_out_
 
     def spied(formula: object, narrow: bool = False) -> cpu_loops.CpuKernels:
         spy = lambda *args: seen.append(bool(args[-1]))  # noqa: E731
-        return dataclasses.replace(real(formula, narrow), transposed=(spy, spy))
+        return dataclasses.replace(real(formula, narrow), transposed={tiling.CPU_TRANSPOSED_TILE: (spy, spy)})
 
     monkeypatch.setattr(cpu.BACKEND, "kernels", spied)
     shape = (64, 160)
@@ -243,3 +243,19 @@ def test_a_bad_transpose_width_is_refused_naming_the_variable() -> None:
     code = "try:\n    from kernels.backends import cpu_loops\nexcept ValueError as e:\n    print(e)\n"
     printed = run_fresh(code, {"LOSSTUNE_CPU_TRANSPOSE_BYTES": "48"})
     assert printed == "LOSSTUNE_CPU_TRANSPOSE_BYTES: expected 64 or 32, got '48'"
+
+
+@pytest.mark.parametrize("tile", cpu_loops.TRANSPOSED_TILES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_tile_of_the_hosts_list_gives_the_contiguous_bits(tile: int, dtype: torch.dtype) -> None:
+    """Each tile the backend offers (taller buffers without AVX-512), ragged edges included, 1 and
+    2 cores, streamed or not: bitwise the contiguous call's result."""
+    assert tiling.CPU_TRANSPOSED_TILE in cpu_loops.TRANSPOSED_TILES
+    for shape in ((64, 1000), (70, 320), (130, 77)):
+        gen = torch.Generator().manual_seed(3)
+        x, t, g = (torch.randn(shape[::-1], generator=gen).to(dtype).t() for _ in range(3))
+        want = kernels.kl_div_backward(g.contiguous(), x.contiguous(), t.contiguous(), "none", True)
+        for cores, stream in ((1, False), (2, True)):
+            config = Tiling(tile=tile, cores=cores, variant=Variant.STRIDED, stream=stream)
+            got = kernels.kl_div_backward(g, x, t, "none", True, config=config)
+            assert torch.equal(as_bits(got), as_bits(want)), (shape, cores, stream)

@@ -635,7 +635,7 @@ def _gather_lanes(typingctx, table, src, s0, dst, d0):
 
 @njit(inline="always")
 def _look_up(table, t, s, dst, d, m):
-    """dst[d:d + m] = table[t[s:s + m]] (uint64 bounds): 16 lanes per gather, the rest one by one."""
+    """dst[d:d + m] = table[t[s:s + m]] (uint64 bounds): GATHER_LANES per gather, the rest one by one."""
     lanes = np.uint64(GATHER_LANES)
     whole = m // lanes * lanes
     for i in range(np.uint64(0), whole, lanes):

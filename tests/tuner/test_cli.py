@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kernels.backends import cpu_loops
 from tuner.cli import main
 from tuner.problems import build_cases
 
@@ -45,19 +46,22 @@ def test_a_transposed_study_tunes_streaming_and_freezes_an_entry_of_its_own_layo
     storage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """--layout transposed: the inputs are 64-row transposed views, the planner's TRANSPOSED
-    layout, whose grid is cores x stream; the frozen entry is keyed by that layout and found by
+    layout, whose grid is tile x cores x stream; the frozen entry is keyed by that layout and found by
     the same call."""
     argv = ["tune", "--op", "kl_div", "--dtype", "bfloat16", "--shape", "2^12", "--reduction", "mean"]
     argv += ["--layout", "transposed", "--storage", storage, "--min-time", "0.002", "--json"]
     assert main([*argv, "--freeze", "--config-dir", str(tmp_path)]) == 0
     rows = json.loads(capsys.readouterr().out.split("froze")[0])
-    assert rows[0]["trials"] == 2 * 2 and "-transposed-" in rows[0]["study"]
-    assert "kl_div bfloat16 4096 transposed mean" in rows[0]["case"]
-    (entry,) = json.loads(next(tmp_path.glob("cpu/*.json")).read_text())["entries"]
-    assert entry["layout"] == "transposed" and entry["config"]["variant"] == "strided"
     case = build_cases(("kl_div",), ("bfloat16",), ("2^12",), ("mean",), ("transposed",))[0]
     g, x, t = case.inputs("cpu")
     ex = case.phase_one(g, x, t, case.out_like(x), "cpu")
+    knobs = dict(ex.space.knobs)
+    assert knobs["tile"] == cpu_loops.TRANSPOSED_TILES and len(knobs["stream"]) == 2
+    # the whole grid: the host's tiles (one with AVX-512, three without) x cores x stream
+    assert rows[0]["trials"] == ex.space.size and "-transposed-" in rows[0]["study"]
+    assert "kl_div bfloat16 4096 transposed mean" in rows[0]["case"]
+    (entry,) = json.loads(next(tmp_path.glob("cpu/*.json")).read_text())["entries"]
+    assert entry["layout"] == "transposed" and entry["config"]["variant"] == "strided"
     assert ex.key.layout.value == "transposed" and ex.space.hash == entry["space_hash"]
 
 

@@ -1,11 +1,18 @@
 """Which machine a measurement came from: asv's machine name carries the accelerator.
 
 asv's machine file (~/.asv-machine.json) has no field for the accelerator, so its identity is part
-of the machine name (``x86_64-avx2-2t-cpu-only``, ``x86_64-avx512-16t-nvidia-h100-80gb-hbm3``) and is
-written again, in full, beside each run by the benchmark suite (``results/asv-meta/``). The CPU's
-vector tier is in the name too: asv compares a commit only with runs of the same machine name, and
-an AVX-512 host and an AVX2 one run different loops at different speeds, so one name for both would
-read a change of host as a regression (results/performance.md, section 29).
+of the machine name (``x86_64-avx2-2t-znver3-cpu-only``,
+``x86_64-avx512-16t-sapphirerapids-nvidia-h100-80gb-hbm3``) and is written again, in full, beside
+each run by the benchmark suite (``results/asv-meta/``). The CPU's vector tier and its
+microarchitecture are in the name too: asv compares a commit only with runs of the same machine
+name, and an AVX-512 host and an AVX2 one run different loops at different speeds (results/
+performance.md, section 29), as do two hosts of one tier: this machine class has come as an Intel
+Xeon and as an AMD Zen 4, both AVX-512, whose copy bandwidth and exp throughput differ (section 32).
+One name for two hosts would read a change of host as a regression.
+
+The frozen tables are kept per tier, not per microarchitecture (kernels.backends.cpu.device_name):
+a tier's loops are the same code on every host of it, so its table is valid on each, if tuned on
+one.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import platform
 import re
 
 import torch
+from llvmlite import binding as llvm
 
 from kernels.backends.cpu import device_name, host_isa
 
@@ -48,11 +56,21 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
+def microarch() -> str:
+    """The CPU's microarchitecture as LLVM names it, the one numba compiles the loops for (``znver4``,
+    ``sapphirerapids``); empty where LLVM knows it only as ``generic``. Not /proc/cpuinfo's model
+    name: a VM often says only ``AMD EPYC`` there, for a Zen 3 and a Zen 4 alike."""
+    name = _slug(llvm.get_host_cpu_name())
+    return "" if name == "generic" else name
+
+
 def machine_name() -> str:
-    """The asv machine name: CPU arch, vector tier and thread count, then the first accelerator
-    (or cpu-only)."""
+    """The asv machine name: CPU arch, vector tier and thread count, the microarchitecture, then the
+    first accelerator (or cpu-only)."""
     accel = accelerators()
-    return f"{device_name(platform.machine(), os.cpu_count() or 1)}-{_slug(accel[0]) if accel else 'cpu-only'}"
+    device = device_name(platform.machine(), os.cpu_count() or 1)
+    parts = [device, microarch(), _slug(accel[0]) if accel else "cpu-only"]
+    return "-".join(p for p in parts if p)
 
 
 def describe() -> dict[str, object]:
@@ -63,6 +81,7 @@ def describe() -> dict[str, object]:
         "arch": platform.machine(),
         "cpu_model": cpu_model(),
         "isa": host_isa(),
+        "microarch": microarch(),
         "cpu_count": os.cpu_count(),
         "processor": platform.processor(),
         "python": platform.python_version(),

@@ -119,8 +119,10 @@ def test_machine_names_the_accelerator_and_registers_with_asv(
     assert main(["machine", "--json"]) == 0
     described = json.loads(capsys.readouterr().out)
     assert described["accelerators"] == [] and described["cpu_model"]
-    # The vector tier is in the name: asv compares runs of one name only (tuner/machine.py).
+    # The vector tier and the microarchitecture are in the name: asv compares runs of one name only
+    # (tuner/machine.py).
     assert name.startswith(f"{described['arch']}-{described['isa'] + '-' if described['isa'] else ''}")
+    assert described["microarch"] == "" or f"-{described['microarch']}-cpu-only" in name
 
 
 def test_tune_freeze_takes_this_hosts_studies_from_a_journal_that_holds_another_devices(

@@ -1,0 +1,38 @@
+"""tuner.machine: the asv machine name tells hosts apart that run at different speeds.
+
+The real host's facts are read as they are; the two-host cases swap LLVM's answer for another
+CPU's (a mocked host, named so in each test), since one machine cannot be two."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+import pytest
+from llvmlite import binding as llvm
+
+from tuner import machine
+
+
+def test_microarch_is_the_cpu_numba_compiles_for_on_this_host() -> None:
+    expected = llvm.get_host_cpu_name().lower()
+    assert machine.microarch() == ("" if expected == "generic" else machine._slug(expected))
+    assert machine.describe()["microarch"] == machine.microarch()
+
+
+def test_two_mocked_hosts_of_one_tier_get_two_asv_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Xeon and a Zen 4 share the vector tier (and so the frozen table) but not the asv history."""
+    names = {}
+    for cpu in ("sapphirerapids", "znver4"):
+        monkeypatch.setattr(llvm, "get_host_cpu_name", lambda cpu=cpu: cpu)
+        names[cpu] = machine.machine_name()
+    assert names["sapphirerapids"] != names["znver4"]
+    for cpu, name in names.items():
+        assert f"-{cpu}-" in name
+        assert name.startswith(machine.device_name(platform.machine(), os.cpu_count() or 1))
+
+
+def test_a_mocked_generic_cpu_leaves_no_empty_part_in_the_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llvm, "get_host_cpu_name", lambda: "generic")
+    name = machine.machine_name()
+    assert machine.microarch() == "" and "--" not in name and "generic" not in name

@@ -8,13 +8,17 @@ Nothing here measures or writes.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import subprocess
+import warnings
 from pathlib import Path
 
 import optuna
 import pandas as pd
+
+from tuner.goals import check_rows, evaluate
 
 ASV_COLUMNS = ["machine", "env", "commit", "date", "benchmark", "metric", "unit"]
 METRICS = {"track_time": "time", "track_bandwidth": "bandwidth", "track_roofline": "roofline"}
@@ -223,3 +227,22 @@ def load_bench(path: Path | str = "results/bench") -> pd.DataFrame:
         rows.insert(0, "machine", file.parent.name if folder else meta.get("host", {}).get("machine", ""))
         frames.append(rows)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def goal_misses(bench: pd.DataFrame) -> pd.DataFrame:
+    """Every performance goal a machine's bench report misses (tuner.goals), machine first; empty
+    when there is no report. A report without the fields the goals read is left out, with a warning."""
+    columns = ["machine", "commit", "op", "dtype", "what", "measured", "goal"]
+    if bench.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for (machine, commit), report in bench.groupby(["machine", "commit"], sort=False):
+        records = report.to_dict("records")
+        try:
+            check_rows(records)
+        except ValueError as e:
+            warnings.warn(f"bench report of {machine} at {commit}: {e}; no goals read", stacklevel=2)
+            continue
+        for miss in evaluate(records)[1]:
+            rows.append({"machine": machine, "commit": commit, **dataclasses.asdict(miss)})
+    return pd.DataFrame(rows, columns=columns)

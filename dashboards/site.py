@@ -277,6 +277,11 @@ def _pages(d: SiteData) -> dict[str, tuple[str, list[tuple[str, str, str]]]]:
             [
                 ("roofline", "Achieved bandwidth vs the copy probe", _figure(figures.roofline(latest), "roofline")),
                 ("bench", "losstune bench --report", _table(d.bench, "bench-table")),
+                (
+                    "goals",
+                    "Performance goals not met, per machine (losstune goals)",
+                    _table(loaders.goal_misses(d.bench), "goals-table", fmt={"measured": "{:.2f}".format}),
+                ),
             ],
         ),
         "trends.html": (

@@ -96,6 +96,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--out", type=Path, help="with --report: also write the rows as JSON and the table as text")
 
+    goals = sub.add_parser("goals", help="the performance goals table and every miss, read off bench --report files")
+    goals.add_argument("reports", type=Path, nargs="+", help="report.json files written by bench --report --out")
+    goals.add_argument("--json", action="store_true", help="print the misses as JSON")
+    goals.add_argument("--fail-on-miss", action="store_true", help="exit 1 when any goal is not met")
+
     sub.add_parser("doctor", help="which backends load here, their device facts, and why not")
 
     dash = sub.add_parser("dashboard", help="build the static dashboard from results/, or serve it on loopback")
@@ -269,6 +274,30 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _goals(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from tuner.goals import check_rows, evaluate, format_goals
+
+    reports = []
+    for path in args.reports:  # every file read and checked before anything is printed
+        try:
+            data = json.loads(path.read_text())
+            rows, header = data["rows"], str(data.get("header", ""))
+            check_rows(rows)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError, ValueError) as e:
+            raise ValueError(
+                f"reports: expected a report.json written by `losstune bench --report --out`, got {path} ({e})"
+            ) from e
+        reports.append((path, header, evaluate(rows)))
+    if args.json:
+        print(json.dumps({str(path): [asdict(m) for m in misses] for path, _, (_, misses) in reports}, indent=1))
+    else:
+        for path, header, (table, misses) in reports:
+            print(f"{path}: {header.splitlines()[0] if header else '(no header)'}\n{format_goals(table, misses)}\n")
+    return 1 if args.fail_on_miss and any(misses for _, _, (_, misses) in reports) else 0
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from kernels import backends
 
@@ -326,6 +355,7 @@ COMMANDS = {
     "show": _show,
     "freeze": _freeze,
     "bench": _bench,
+    "goals": _goals,
     "doctor": _doctor,
     "machine": _machine,
     "dashboard": _dashboard,

@@ -119,6 +119,28 @@ def test_bench_loader_reads_one_report_per_machine_and_names_each(tmp_path: Path
     assert loaders.load_bench(tmp_path / "absent").empty
 
 
+def test_goal_misses_names_each_machine_and_its_misses(tmp_path: Path) -> None:
+    row = {"op": "mse", "dtype": "float32", "numel": 2**24, "reduction": "none", "case": "contiguous"}
+    row |= {"tuned_s": 1.0, "oneshot_s": 1.0, "contiguous_s": 0.0, "speedup_vs_vendor": 2.0}
+    for machine, pct in (("zen", 95.0), ("xeon", 70.0)):
+        (tmp_path / machine).mkdir()
+        report = {"commit": "abc1234", "rows": [row | {"roofline_pct": pct}]}
+        (tmp_path / machine / "report.json").write_text(json.dumps(report))
+    misses = loaders.goal_misses(loaders.load_bench(tmp_path))
+    assert misses.to_dict("records") == [
+        {
+            "machine": "xeon",
+            "commit": "abc1234",
+            "op": "mse",
+            "dtype": "float32",
+            "what": "roofline full 2^24",
+            "measured": 70.0,
+            "goal": ">= 90%",
+        }
+    ]
+    assert list(loaders.goal_misses(loaders.load_bench(tmp_path / "absent")).columns)[:2] == ["machine", "commit"]
+
+
 def test_build_replaces_the_site_whole_and_keeps_the_old_one_on_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

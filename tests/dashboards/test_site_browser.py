@@ -34,7 +34,12 @@ FIGURES = {
     "roofline.html": ["roofline"],
     "trends.html": ["trends"],
 }
-TABLES = {"index.html": ["frozen", "latest"], "convergence.html": ["studies"], "regressions.html": ["changes"]}
+TABLES = {
+    "index.html": ["frozen", "latest"],
+    "convergence.html": ["studies"],
+    "roofline.html": ["goals"],  # the committed reports miss goals: each miss is a row
+    "regressions.html": ["changes"],
+}
 
 CHECK = """() => {
   const sections = JSON.parse(document.getElementById('site-data').textContent).sections;

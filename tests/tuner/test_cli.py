@@ -176,6 +176,6 @@ def test_help_lists_every_subcommand_in_plain_words(capsys: pytest.CaptureFixtur
         main(["--help"])
     assert done.value.code == 0
     text = capsys.readouterr().out
-    for command in ("tune", "show", "freeze", "bench", "doctor", "dashboard", "machine"):
+    for command in ("tune", "show", "freeze", "bench", "goals", "doctor", "dashboard", "machine"):
         assert command in text
     assert "GB/s, % roofline" in " ".join(text.split()) and "option_strings" not in text

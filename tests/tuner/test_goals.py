@@ -1,0 +1,125 @@
+"""tuner.goals: the goals table and its misses, from report rows shaped as report.json's.
+
+The rows are written out by hand, each with the one number a goal reads, so every threshold is
+tested from both sides: a row just inside, a row just outside."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tuner.cli import main
+from tuner.goals import check_rows, evaluate, format_goals
+
+
+def _row(dtype: str = "float32", numel: int = 2**24, reduction: str = "none", case: str = "contiguous", **kw: float):
+    row = {
+        "op": "mse",
+        "dtype": dtype,
+        "numel": numel,
+        "reduction": reduction,
+        "case": case,
+        "tuned_s": 1.0,
+        "oneshot_s": 1.0,
+        "contiguous_s": 0.0,
+        "roofline_pct": 100.0,
+        "speedup_vs_vendor": 2.0,
+    }
+    return row | kw
+
+
+def _met() -> list[dict[str, object]]:
+    """Every goal met, each by a little: 90% float32, 80% bfloat16, layouts 1.5x, one-shot 2x."""
+    return [
+        _row(numel=2**16, oneshot_s=2.0),
+        _row(numel=2**16, reduction="mean", oneshot_s=1.5),
+        _row(roofline_pct=90.0),
+        _row(reduction="mean", roofline_pct=120.0),
+        _row(numel=2**22, case="transposed", tuned_s=1.5, contiguous_s=1.0),
+        _row(numel=2**22, case="broadcast", tuned_s=0.7, contiguous_s=1.0, speedup_vs_vendor=1.0),
+        _row(numel=2**22, case="broadcast", reduction="mean", tuned_s=1.2, contiguous_s=1.0),
+        _row("bfloat16", 2**26, roofline_pct=80.0),
+    ]
+
+
+def test_a_report_that_meets_every_goal_has_no_misses_and_its_table_reads_the_rows() -> None:
+    table, misses = evaluate(_met())
+    assert misses == []
+    mse32, mse16 = table
+    assert (mse32.op, mse32.dtype, mse16.dtype) == ("mse", "float32", "bfloat16")
+    assert mse32.roofline == {("full", 2**24): 90.0, ("0-d", 2**24): 120.0}
+    assert mse32.layout == {("transposed", "full"): 1.5, ("broadcast", "full"): 0.7, ("broadcast", "0-d"): 1.2}
+    assert mse32.oneshot == (1.5, 2.0) and mse32.vendor == (1.0, 2.0)
+    text = format_goals(table, misses)
+    assert "| mse | float32 | 90/- | 120/- | 1.50 | 0.70-1.20 | 1.50-2.00 | 1.00-2.00 |" in text
+    assert "| mse | bfloat16 | -/80 | -/- |" in text and "0 goal(s) not met" in text
+
+
+@pytest.mark.parametrize(
+    ("row", "what", "measured"),
+    [
+        (_row(roofline_pct=89.9), "roofline full 2^24", 89.9),
+        (_row("float16", 2**26, "mean", roofline_pct=79.0), "roofline 0-d 2^26", 79.0),
+        (
+            _row(numel=2**22, case="transposed", reduction="sum", tuned_s=1.6, contiguous_s=1.0),
+            "transposed 0-d 2^22",
+            1.6,
+        ),
+        (_row(numel=2**22, case="broadcast", tuned_s=3.1, contiguous_s=2.0), "broadcast full 2^22", 1.55),
+        (_row(numel=2**16, oneshot_s=2.1), "one-shot / kernel full 2^16", 2.1),
+        (_row(numel=2**10, speedup_vs_vendor=0.95), "x vendor contiguous full 2^10", 0.95),
+    ],
+)
+def test_each_goal_names_the_row_that_misses_it(row: dict[str, object], what: str, measured: float) -> None:
+    (miss,) = evaluate([*_met(), row])[1]
+    assert (miss.op, miss.dtype, miss.what, miss.measured) == ("mse", row["dtype"], what, pytest.approx(measured))
+    assert miss.line().startswith(f"mse {row['dtype']} {what}: ") and "(goal " in miss.line()
+
+
+def test_a_below_roofline_row_under_the_large_size_is_no_miss() -> None:
+    """The roofline goal is for 2^24 elements and up; smaller rows sit in the cache."""
+    assert evaluate([*_met(), _row(numel=2**22, roofline_pct=20.0)])[1] == []
+
+
+def _report(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text(json.dumps({"header": "losstune bench --report on box\nmedians", "rows": rows}))
+    return path
+
+
+def test_goals_cli_prints_the_table_and_fails_on_a_miss_only_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = _report(tmp_path / "good.json", _met())
+    bad = _report(tmp_path / "bad.json", [*_met(), _row(roofline_pct=50.0)])
+    assert main(["goals", str(good), str(bad)]) == 0
+    out = capsys.readouterr().out
+    assert f"{good}: losstune bench --report on box" in out and "1 goal(s) not met:" in out
+    assert "- mse float32 roofline full 2^24: 50% (goal >= 90%)" in out
+    assert main(["goals", "--fail-on-miss", str(good)]) == 0
+    capsys.readouterr()
+    assert main(["goals", "--fail-on-miss", "--json", str(bad)]) == 1
+    (miss,) = json.loads(capsys.readouterr().out)[str(bad)]
+    assert miss == {"op": "mse", "dtype": "float32", "what": "roofline full 2^24", "measured": 50.0, "goal": ">= 90%"}
+
+
+def test_goals_cli_refuses_a_file_that_is_not_a_report_before_printing_any(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = _report(tmp_path / "good.json", _met())
+    (tmp_path / "table.txt").write_text("op dtype ...")
+    old = _report(tmp_path / "old.json", [{"op": "mse", "dtype": "float32"}])
+    for bad, why in ((tmp_path / "table.txt", "Expecting value"), (old, "missing numel")):
+        assert main(["goals", str(good), str(bad)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert "reports: expected a report.json" in captured.err and str(bad) in captured.err and why in captured.err
+
+
+def test_rows_without_a_field_the_goals_read_are_refused_by_name() -> None:
+    check_rows(_met())
+    with pytest.raises(ValueError, match="row 1: .*missing roofline_pct"):
+        check_rows([_row(), {k: v for k, v in _row().items() if k != "roofline_pct"}])
+    with pytest.raises(ValueError, match="non-empty list"):
+        check_rows({"rows": []})

@@ -1,0 +1,181 @@
+"""The performance goals, read off a `losstune bench --report` (its report.json rows).
+
+One table row per (op, dtype), as results/performance.md's goals tables were kept by hand:
+roofline % of the contiguous rows at the large sizes, each layout row over its contiguous partner
+(timed in the same rounds), the one-shot call over the kernel, the speedup over the vendor
+baseline; then every miss, named. The thresholds are the performance issue's:
+
+- from LARGE_NUMEL elements on, the tuned kernel at >= 90% of the copy roofline in float32 and
+  >= 80% in float16 and bfloat16, for the full and the 0-d gradient;
+- at every size, at least as fast as the vendor baseline;
+- the one-shot call (validation and planning included) at most 2x the kernel at ONESHOT_NUMEL;
+- broadcast and transposed (non-contiguous) rows within 1.5x of their contiguous partner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+LARGE_NUMEL = 2**24
+ONESHOT_NUMEL = 2**16
+ROOFLINE_PCT = {"float32": 90.0, "float16": 80.0, "bfloat16": 80.0}
+ONESHOT_RATIO = 2.0
+LAYOUT_RATIO = 1.5
+VENDOR_SPEEDUP = 1.0
+
+# The fields of a report row the goals read (tuner.bench.BenchRow); older reports may lack some.
+FIELDS = (
+    "op",
+    "dtype",
+    "numel",
+    "reduction",
+    "case",
+    "tuned_s",
+    "oneshot_s",
+    "contiguous_s",
+    "roofline_pct",
+    "speedup_vs_vendor",
+)
+
+GRADS = {"none": "full"}  # every other reduction hands a 0-d gradient (mean, sum, batchmean)
+
+
+def _grad(row: Mapping[str, object]) -> str:
+    return GRADS.get(str(row["reduction"]), "0-d")
+
+
+def _pow2(numel: int) -> str:
+    k = numel.bit_length() - 1
+    return f"2^{k}" if numel == 1 << k else str(numel)
+
+
+@dataclass(frozen=True)
+class Miss:
+    """One goal a row does not meet: what was asked, what was measured."""
+
+    op: str
+    dtype: str
+    what: str  # "roofline full 2^24", "transposed 0-d 2^22", ...
+    measured: float
+    goal: str  # ">= 90%", "<= 1.5x", ...
+
+    def line(self) -> str:
+        value = f"{self.measured:.0f}%" if self.what.startswith("roofline") else f"{self.measured:.2f}x"
+        return f"{self.op} {self.dtype} {self.what}: {value} (goal {self.goal})"
+
+
+@dataclass(frozen=True)
+class GoalRow:
+    """The table row of one (op, dtype); the ratios are tuned launch times, medians of one run."""
+
+    op: str
+    dtype: str
+    roofline: dict[tuple[str, int], float]  # (full | 0-d, numel) -> % of roofline
+    layout: dict[tuple[str, str], float]  # (transposed | broadcast, full | 0-d) -> over contiguous
+    oneshot: tuple[float, float]  # min, max of one-shot / kernel at ONESHOT_NUMEL
+    vendor: tuple[float, float]  # min, max speedup over the vendor baseline, every row
+
+    def cells(self, large: Sequence[int]) -> list[str]:
+        def pct(grad: str) -> str:
+            return "/".join(f"{self.roofline[(grad, n)]:.0f}" if (grad, n) in self.roofline else "-" for n in large)
+
+        def ratio(case: str, grads: Iterable[str]) -> list[float]:
+            return [self.layout[(case, g)] for g in grads if (case, g) in self.layout]
+
+        transposed = " / ".join(f"{r:.2f}" for r in ratio("transposed", ("full", "0-d"))) or "-"
+        broadcast = ratio("broadcast", ("full", "0-d"))
+        return [
+            self.op,
+            self.dtype,
+            pct("full"),
+            pct("0-d"),
+            transposed,
+            f"{min(broadcast):.2f}-{max(broadcast):.2f}" if broadcast else "-",
+            f"{self.oneshot[0]:.2f}-{self.oneshot[1]:.2f}" if self.oneshot[1] else "-",
+            f"{self.vendor[0]:.2f}-{self.vendor[1]:.2f}",
+        ]
+
+
+def _order(rows: Sequence[Mapping[str, object]]) -> list[tuple[str, str]]:
+    """(op, dtype) pairs in the report's own order."""
+    seen: dict[tuple[str, str], None] = {}
+    for r in rows:
+        seen.setdefault((str(r["op"]), str(r["dtype"])), None)
+    return list(seen)
+
+
+def check_rows(rows: object) -> None:
+    """Raise ValueError unless ``rows`` is a list of report rows with every field the goals read."""
+    if not isinstance(rows, list) or not rows:
+        raise ValueError(f"expected a non-empty list of report rows, got {type(rows).__name__}")
+    for i, row in enumerate(rows):
+        missing = [f for f in FIELDS if not isinstance(row, Mapping) or f not in row]
+        if missing:
+            raise ValueError(f"row {i}: expected the fields {', '.join(FIELDS)}; missing {', '.join(missing)}")
+
+
+def evaluate(rows: Sequence[Mapping[str, object]]) -> tuple[list[GoalRow], list[Miss]]:
+    """The goals table and every miss of a report's rows (report.json's ``rows``, check_rows)."""
+    table: list[GoalRow] = []
+    misses: list[Miss] = []
+    for op, dtype in _order(rows):
+        mine = [r for r in rows if r["op"] == op and r["dtype"] == dtype]
+        roofline: dict[tuple[str, int], float] = {}
+        layout: dict[tuple[str, str], float] = {}
+        oneshot: list[float] = []
+        for r in mine:
+            numel, grad, case = int(r["numel"]), _grad(r), str(r["case"])
+            tuned = float(r["tuned_s"])
+            if case == "contiguous" and numel >= LARGE_NUMEL:
+                roofline[(grad, numel)] = float(r["roofline_pct"])
+                if roofline[(grad, numel)] < ROOFLINE_PCT[dtype]:
+                    what = f"roofline {grad} {_pow2(numel)}"
+                    misses.append(Miss(op, dtype, what, roofline[(grad, numel)], f">= {ROOFLINE_PCT[dtype]:.0f}%"))
+            if case != "contiguous" and float(r["contiguous_s"]) > 0:
+                layout[(case, grad)] = tuned / float(r["contiguous_s"])
+                if layout[(case, grad)] > LAYOUT_RATIO:
+                    what = f"{case} {grad} {_pow2(numel)}"
+                    misses.append(Miss(op, dtype, what, layout[(case, grad)], f"<= {LAYOUT_RATIO}x"))
+            if case == "contiguous" and numel == ONESHOT_NUMEL:
+                oneshot.append(float(r["oneshot_s"]) / tuned)
+                if oneshot[-1] > ONESHOT_RATIO:
+                    what = f"one-shot / kernel {grad} {_pow2(numel)}"
+                    misses.append(Miss(op, dtype, what, oneshot[-1], f"<= {ONESHOT_RATIO}x"))
+            if float(r["speedup_vs_vendor"]) < VENDOR_SPEEDUP:
+                what = f"x vendor {case} {grad} {_pow2(numel)}"
+                misses.append(Miss(op, dtype, what, float(r["speedup_vs_vendor"]), f">= {VENDOR_SPEEDUP}x"))
+        speedups = [float(r["speedup_vs_vendor"]) for r in mine]
+        table.append(
+            GoalRow(
+                op,
+                dtype,
+                roofline,
+                layout,
+                (min(oneshot), max(oneshot)) if oneshot else (0.0, 0.0),
+                (min(speedups), max(speedups)),
+            )
+        )
+    return table, misses
+
+
+def format_goals(table: Sequence[GoalRow], misses: Sequence[Miss]) -> str:
+    """evaluate's result as the markdown table performance.md keeps, then the misses, one per line."""
+    large = sorted({n for g in table for _, n in g.roofline})
+    sizes = " / ".join(_pow2(n) for n in large) or "large"
+    head = [
+        "op",
+        "dtype",
+        f"full {sizes}",
+        f"0-d {sizes}",
+        "transposed full / 0-d",
+        "broadcast",
+        f"one-shot / kernel {_pow2(ONESHOT_NUMEL)}",
+        "x vendor (min-max)",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(g.cells(large)) + " |" for g in table]
+    lines.append("")
+    lines.append(f"{len(misses)} goal(s) not met" + (":" if misses else ""))
+    lines += [f"- {m.line()}" for m in misses]
+    return "\n".join(lines)

@@ -69,7 +69,7 @@ def build(
             )
         chosen, source = config, "explicit"
     else:
-        found = frozen.lookup(be.name, facts.name, key, space)
+        found = frozen.lookup(be.name, facts.lookup_names, key, space)
         chosen, source = found if found is not None else (space.default, "default")
     return Executor(op, formula, be.name, facts.name, chosen, source, space, key, geometry, cof, grad, inp, target, out)
 

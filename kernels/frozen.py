@@ -1,8 +1,10 @@
 """Run-time lookup of frozen tuned configs: kernels/configs/<backend>/<device>.json.
 
 Lookup order: exact bucket, nearest bucket (same op, dtype, gradient kind, layout, reduction kind),
-the device's best common config, the backend default. A file that is corrupt, of another schema,
-or whose entries no longer fit the current space is reported once and skipped, never fatal.
+the device's best common config, the backend default; where a device reads several tables (a CPU:
+its microarchitecture's, then its vector tier's), each step goes through all of them in turn. A
+file that is corrupt, of another schema, or whose entries no longer fit the current space is
+reported once and skipped, never fatal.
 """
 
 from __future__ import annotations
@@ -169,31 +171,35 @@ def _usable(
 
 
 def lookup(
-    backend: str, device: str, key: ProblemKey, space: Space, root: Path | None = None
+    backend: str, device: str | tuple[str, ...], key: ProblemKey, space: Space, root: Path | None = None
 ) -> tuple[Tiling, str] | None:
-    table = load(backend, device, root)
-    if table is None:
-        return None
-    name = table.path.name
-    exact = [e for e in table.entries if _matches(e, key, bucket=True)]
-    for entry in exact:
-        config = _usable(table, entry, space, backend)
-        if config is not None:
-            return config, f"frozen {name} [exact 2^{key.bucket}]"
-    near = sorted(
-        (e for e in table.entries if _matches(e, key, bucket=False) and e.get("bucket") != key.bucket),
-        key=lambda e: abs(int(e.get("bucket", 0)) - key.bucket),
-    )  # type: ignore[arg-type]
-    for entry in near:
-        config = _usable(table, entry, space, backend, same_problem=False)
-        if config is not None:
-            larger = int(entry.get("bucket", 0)) <= key.bucket  # type: ignore[call-overload]
-            return _carried(config, space, f"frozen {name} [nearest 2^{entry.get('bucket')}", stream=larger)
-    common = (table.common or {}).get(common_name(key.op.value, key.log_target, key.layout.value))
-    if isinstance(common, dict):
-        config = _usable(table, common, space, backend, same_problem=False)
-        if config is not None:
-            return _carried(config, space, f"frozen {name} [best common", stream=False)
+    """The frozen config for ``key``, or None. ``device``: one table's device name, or several, most
+    specific first (DeviceFacts.lookup_names): each step of the chain is tried in every table
+    before the next step, so a more specific table's exact entry wins, but another table's exact
+    entry still beats a nearest bucket or a common config, which are guesses."""
+    tables = [t for t in (load(backend, d, root) for d in ((device,) if isinstance(device, str) else device)) if t]
+    for table in tables:
+        for entry in (e for e in table.entries if _matches(e, key, bucket=True)):
+            config = _usable(table, entry, space, backend)
+            if config is not None:
+                return config, f"frozen {table.path.name} [exact 2^{key.bucket}]"
+    for table in tables:
+        near = sorted(
+            (e for e in table.entries if _matches(e, key, bucket=False) and e.get("bucket") != key.bucket),
+            key=lambda e: abs(int(e.get("bucket", 0)) - key.bucket),  # type: ignore[call-overload]
+        )
+        for entry in near:
+            config = _usable(table, entry, space, backend, same_problem=False)
+            if config is not None:
+                larger = int(entry.get("bucket", 0)) <= key.bucket  # type: ignore[call-overload]
+                source = f"frozen {table.path.name} [nearest 2^{entry.get('bucket')}"
+                return _carried(config, space, source, stream=larger)
+    for table in tables:
+        common = (table.common or {}).get(common_name(key.op.value, key.log_target, key.layout.value))
+        if isinstance(common, dict):
+            config = _usable(table, common, space, backend, same_problem=False)
+            if config is not None:
+                return _carried(config, space, f"frozen {table.path.name} [best common", stream=False)
     return None
 
 

@@ -70,6 +70,13 @@ class DeviceFacts:
     name: str  # slug naming the device class; the frozen-config file is <backend>/<name>.json
     cores: int  # worker threads / SMs / vector cores
     ub_bytes: int = 0  # NPU Unified Buffer per vector core
+    # The frozen tables a lookup reads, most specific first (frozen.lookup); empty: (name,) alone.
+    # The CPU reads its microarchitecture's table before its vector tier's (backends/cpu.py).
+    tables: tuple[str, ...] = ()
+
+    @property
+    def lookup_names(self) -> tuple[str, ...]:
+        return self.tables or (self.name,)
 
 
 @dataclass(frozen=True)

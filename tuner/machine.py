@@ -11,9 +11,9 @@ Xeon and as an AMD Zen 4, both AVX-512, whose DRAM copy and gathers differ (the 
 runs 1.2-2.3x the exp loop's time on the Zen 4; section 32). One name for two hosts would read a
 change of host as a regression.
 
-The frozen tables are kept per tier, not per microarchitecture (kernels.backends.cpu.device_name):
-a tier's loops are the same code on every host of it, so its table is valid on each, if tuned on
-one.
+The frozen tables are kept per tier by default (kernels.backends.cpu.table_scope): a tier's loops
+are the same code on every host of it, so its table is valid on each, if tuned on one. A
+microarchitecture's own table, tuned with LOSSTUNE_CPU_TABLE_SCOPE=microarch, is read before it.
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ import platform
 import re
 
 import torch
-from llvmlite import binding as llvm
 
-from kernels.backends.cpu import device_name, host_isa
+from kernels.backends.cpu import device_name, host_isa, microarch
 
 
 def _slug(text: str) -> str:
@@ -55,14 +54,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "cpu"
-
-
-def microarch() -> str:
-    """The CPU's microarchitecture as LLVM names it, the one numba compiles the loops for (``znver4``,
-    ``sapphirerapids``); empty where LLVM knows it only as ``generic``. Not /proc/cpuinfo's model
-    name: a VM often says only ``AMD EPYC`` there, for a Zen 3 and a Zen 4 alike."""
-    name = _slug(llvm.get_host_cpu_name())
-    return "" if name == "generic" else name
 
 
 def machine_name() -> str:

@@ -355,9 +355,8 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     for k, v in meta.items():
         study.set_user_attr(k, v)
     start = [space.default]
-    found = frozen.lookup(opts.backend, base.device, base.key, space)
-    if found is not None:
-        start.append(found[0])
+    if base.config_source.startswith("frozen"):  # phase one's own lookup: every table the device reads
+        start.append(base.config)
     if _is_grid(opts, space):
         rest = [c for c in space if c not in start]
         random.Random(opts.seed).shuffle(rest)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import platform
+import re
 from functools import lru_cache
 
 import numpy as np
@@ -76,11 +78,43 @@ def host_isa() -> str:
     return ""
 
 
-def device_name(machine: str, threads: int) -> str:
-    """The CPU's device-class slug: architecture, vector tier where there is one, threads
-    (``x86_64-avx2-2t``)."""
-    isa = host_isa()
-    return f"{machine or 'cpu'}-{isa + '-' if isa else ''}{threads}t"
+def microarch() -> str:
+    """The CPU's microarchitecture as LLVM names it, the one numba compiles the loops for (``znver4``,
+    ``sapphirerapids``); empty where LLVM knows it only as ``generic``. Not /proc/cpuinfo's model
+    name: a VM often says only ``AMD EPYC`` there, for a Zen 3 and a Zen 4 alike."""
+    name = re.sub(r"[^a-z0-9]+", "-", llvm.get_host_cpu_name().lower()).strip("-")
+    return "" if name == "generic" else name
+
+
+def device_name(machine: str, threads: int, arch: str = "") -> str:
+    """The CPU's device-class slug: architecture, vector tier where there is one, the
+    microarchitecture ``arch`` if given, threads (``x86_64-avx2-2t``, ``x86_64-avx512-znver4-2t``)."""
+    parts = [machine or "cpu", host_isa(), arch, f"{threads}t"]
+    return "-".join(p for p in parts if p)
+
+
+# Which device name the tuner's studies and `freeze` use on this host: "tier" (the default,
+# x86_64-avx512-2t: one table per vector tier, whose loops are the same code on every host of it)
+# or "microarch" (x86_64-avx512-znver4-2t: a table of this chip's own). Two chips of one tier can
+# want other configs: the AVX-512 Xeon's table walk runs 1.2-2.3x the exp loop's time on a Zen 4
+# (results/performance.md, section 32), and tuning on the Zen 4 under the tier's name would mix
+# its trials into the Xeon's studies. Lookups read both tables whatever the scope (frozen.lookup).
+SCOPE_ENV = "LOSSTUNE_CPU_TABLE_SCOPE"
+SCOPES = ("tier", "microarch")
+
+
+def table_scope() -> str:
+    scope = os.environ.get(SCOPE_ENV, "tier")
+    if scope not in SCOPES:
+        raise ValueError(f"{SCOPE_ENV}: expected one of {', '.join(SCOPES)}, got {scope!r}")
+    return scope
+
+
+def cpu_facts(machine: str, threads: int) -> DeviceFacts:
+    """This host's facts: named by table_scope(), reading the microarchitecture's table first."""
+    tier, chip = device_name(machine, threads), device_name(machine, threads, microarch())
+    tables = (chip, tier) if chip != tier else (tier,)
+    return DeviceFacts("cpu", chip if table_scope() == "microarch" else tier, threads, tables=tables)
 
 
 def table_variant(formula: Formula, geometry: Geometry, dtype: torch.dtype) -> bool:
@@ -112,7 +146,7 @@ class CpuBackend:
     def __init__(self) -> None:
         self._kernels: dict[str, tuple[cpu_loops.CpuKernels, cpu_loops.CpuKernels]] = {}  # (value, narrow_value)
         threads = cpu_loops.max_threads()
-        self._facts = DeviceFacts("cpu", device_name(platform.machine(), threads), threads)
+        self._facts = cpu_facts(platform.machine(), threads)
 
     def facts(self) -> DeviceFacts:
         return self._facts

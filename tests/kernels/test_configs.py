@@ -187,6 +187,29 @@ def test_the_cpu_device_name_carries_the_vector_tier_from_mocked_llvm_features(
     assert cpu.device_name("x86_64", 2) == (f"x86_64-{tier}-2t" if tier else "x86_64-2t")
 
 
+def test_the_cpu_table_scope_names_the_device_by_tier_or_chip_and_reads_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Plumbing with a mocked host (an AVX-512 Zen 4): the tuner writes the tier's table unless told
+    to write the chip's; lookups read the chip's first either way."""
+    from kernels.backends import cpu
+
+    monkeypatch.setattr(cpu.llvm, "get_host_cpu_features", lambda: {"avx512f": True})
+    monkeypatch.setattr(cpu.llvm, "get_host_cpu_name", lambda: "znver4")
+    both = ("x86_64-avx512-znver4-2t", "x86_64-avx512-2t")
+    monkeypatch.delenv(cpu.SCOPE_ENV, raising=False)
+    assert cpu.cpu_facts("x86_64", 2) == DeviceFacts("cpu", "x86_64-avx512-2t", 2, tables=both)
+    monkeypatch.setenv(cpu.SCOPE_ENV, "microarch")
+    assert cpu.cpu_facts("x86_64", 2).name == "x86_64-avx512-znver4-2t"
+    assert cpu.cpu_facts("x86_64", 2).lookup_names == both
+    monkeypatch.setenv(cpu.SCOPE_ENV, "chip")
+    with pytest.raises(ValueError, match="LOSSTUNE_CPU_TABLE_SCOPE: expected one of tier, microarch, got 'chip'"):
+        cpu.cpu_facts("x86_64", 2)
+    monkeypatch.setattr(cpu.llvm, "get_host_cpu_name", lambda: "generic")  # no chip known: the tier alone
+    monkeypatch.delenv(cpu.SCOPE_ENV)
+    assert cpu.cpu_facts("x86_64", 2).lookup_names == ("x86_64-avx512-2t",)
+
+
 def test_this_hosts_cpu_device_name_is_its_tier_and_threads() -> None:
     import platform
 

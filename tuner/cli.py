@@ -306,7 +306,8 @@ def _doctor(args: argparse.Namespace) -> int:
         if ok:
             facts = backends.get(entry.name).facts()
             extra = f", UB {facts.ub_bytes // 1024} KB" if facts.ub_bytes else ""
-            print(f"{entry.name:17s} loads: device {facts.name}, {facts.cores} cores{extra}")
+            tables = f", frozen tables read: {', '.join(facts.lookup_names)}" if len(facts.lookup_names) > 1 else ""
+            print(f"{entry.name:17s} loads: device {facts.name}, {facts.cores} cores{extra}{tables}")
         else:
             print(f"{entry.name:17s} does not load: {why}")
     return 0

@@ -86,10 +86,10 @@ def microarch() -> str:
     return "" if name == "generic" else name
 
 
-def device_name(machine: str, threads: int, arch: str = "") -> str:
+def device_name(machine: str, threads: int, chip: str = "") -> str:
     """The CPU's device-class slug: architecture, vector tier where there is one, the
-    microarchitecture ``arch`` if given, threads (``x86_64-avx2-2t``, ``x86_64-avx512-znver4-2t``)."""
-    parts = [machine or "cpu", host_isa(), arch, f"{threads}t"]
+    microarchitecture ``chip`` if given, threads (``x86_64-avx2-2t``, ``x86_64-avx512-znver4-2t``)."""
+    parts = [machine or "cpu", host_isa(), chip, f"{threads}t"]
     return "-".join(p for p in parts if p)
 
 

@@ -8,7 +8,7 @@ microarchitecture are in the name too: asv compares a commit only with runs of t
 name, and an AVX-512 host and an AVX2 one run different loops at different speeds (results/
 performance.md, section 29), as do two hosts of one tier: this machine class has come as an Intel
 Xeon and as an AMD Zen 4, both AVX-512, whose DRAM copy and gathers differ (the Xeon's table walk
-runs 1.2-2.3x the exp loop's time on the Zen 4; section 32). One name for two hosts would read a
+runs 1.16-2.6x the exp loop's time on the Zen 4; section 32). One name for two hosts would read a
 change of host as a regression.
 
 The frozen tables are kept per tier by default (kernels.backends.cpu.table_scope): a tier's loops
@@ -20,15 +20,11 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 
 import torch
 
+from kernels.backends import slug
 from kernels.backends.cpu import device_name, host_isa, microarch
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def accelerators() -> list[str]:
@@ -61,7 +57,7 @@ def machine_name() -> str:
     first accelerator (or cpu-only)."""
     accel = accelerators()
     device = device_name(platform.machine(), os.cpu_count() or 1)
-    parts = [device, microarch(), _slug(accel[0]) if accel else "cpu-only"]
+    parts = [device, microarch(), slug(accel[0]) if accel else "cpu-only"]
     return "-".join(p for p in parts if p)
 
 

@@ -8,6 +8,7 @@ the first time it is asked for. Asking explicitly for one that cannot load raise
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -17,6 +18,12 @@ if TYPE_CHECKING:
     from kernels.executor import Executor, Formula
     from kernels.plan import Geometry
     from kernels.tiling import DeviceFacts, Space
+
+
+def slug(text: str) -> str:
+    """A device name as it goes into file and study names: lower case, runs of anything but
+    letters and digits as one hyphen (``NVIDIA H100 80GB HBM3`` -> ``nvidia-h100-80gb-hbm3``)."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 class Backend(Protocol):

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 from functools import lru_cache
 
 import numpy as np
 import torch
 from llvmlite import binding as llvm
 
-from kernels.backends import cpu_loops
+from kernels.backends import cpu_loops, slug
 from kernels.executor import Executor, Formula
 from kernels.modes import Layout, Variant
 from kernels.plan import Geometry
@@ -82,7 +81,7 @@ def microarch() -> str:
     """The CPU's microarchitecture as LLVM names it, the one numba compiles the loops for (``znver4``,
     ``sapphirerapids``); empty where LLVM knows it only as ``generic``. Not /proc/cpuinfo's model
     name: a VM often says only ``AMD EPYC`` there, for a Zen 3 and a Zen 4 alike."""
-    name = re.sub(r"[^a-z0-9]+", "-", llvm.get_host_cpu_name().lower()).strip("-")
+    name = slug(llvm.get_host_cpu_name())
     return "" if name == "generic" else name
 
 
@@ -96,7 +95,7 @@ def device_name(machine: str, threads: int, chip: str = "") -> str:
 # Which device name the tuner's studies and `freeze` use on this host: "tier" (the default,
 # x86_64-avx512-2t: one table per vector tier, whose loops are the same code on every host of it)
 # or "microarch" (x86_64-avx512-znver4-2t: a table of this chip's own). Two chips of one tier can
-# want other configs: the AVX-512 Xeon's table walk runs 1.2-2.3x the exp loop's time on a Zen 4
+# want other configs: the AVX-512 Xeon's table walk runs 1.16-2.6x the exp loop's time on a Zen 4
 # (results/performance.md, section 32), and tuning on the Zen 4 under the tier's name would mix
 # its trials into the Xeon's studies. Lookups read both tables whatever the scope (frozen.lookup).
 SCOPE_ENV = "LOSSTUNE_CPU_TABLE_SCOPE"

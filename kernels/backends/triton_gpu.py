@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 
 import torch
 
@@ -12,14 +11,10 @@ if not torch.cuda.is_available():
 if os.environ.get("TRITON_INTERPRET") == "1":
     raise RuntimeError("TRITON_INTERPRET=1 is set: Triton would interpret instead of compiling")
 
-from kernels.backends import triton_loops  # noqa: E402
+from kernels.backends import slug, triton_loops  # noqa: E402
 from kernels.executor import Executor, Formula  # noqa: E402
 from kernels.plan import Geometry  # noqa: E402
 from kernels.tiling import DeviceFacts, Space, cuda_space  # noqa: E402
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 class CudaBackend:
@@ -29,7 +24,7 @@ class CudaBackend:
 
     def __init__(self) -> None:
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        self._facts = DeviceFacts("cuda", _slug(props.name), props.multi_processor_count)
+        self._facts = DeviceFacts("cuda", slug(props.name), props.multi_processor_count)
 
     def facts(self) -> DeviceFacts:
         return self._facts

@@ -24,7 +24,7 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 
 import triton  # noqa: E402
 
-from kernels.backends import triton_loops  # noqa: E402
+from kernels.backends import slug, triton_loops  # noqa: E402
 from kernels.executor import Executor, Formula  # noqa: E402
 from kernels.plan import Geometry  # noqa: E402
 from kernels.tiling import DeviceFacts, Space, npu_space  # noqa: E402
@@ -53,7 +53,7 @@ class NpuBackend:
         if cores <= 0:
             raise RuntimeError(f"triton-ascend reported no vector cores: {props}")
         soc = torch.npu.get_device_name(device)
-        self._facts = DeviceFacts("npu", re.sub(r"[^a-z0-9]+", "-", soc.lower()).strip("-"), cores, ub_bytes_for(soc))
+        self._facts = DeviceFacts("npu", slug(soc), cores, ub_bytes_for(soc))
 
     def facts(self) -> DeviceFacts:
         return self._facts

@@ -11,12 +11,13 @@ import platform
 import pytest
 from llvmlite import binding as llvm
 
+from kernels.backends import slug
 from tuner import machine
 
 
 def test_microarch_is_the_cpu_numba_compiles_for_on_this_host() -> None:
     expected = llvm.get_host_cpu_name().lower()
-    assert machine.microarch() == ("" if expected == "generic" else machine._slug(expected))
+    assert machine.microarch() == ("" if expected == "generic" else slug(expected))
     assert machine.describe()["microarch"] == machine.microarch()
 
 

@@ -61,13 +61,25 @@ def code_hash(source: str) -> str:
     return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
 
 
+def kernel_files(backend: str, op: str) -> tuple[str, str]:
+    """The sources a config's kernel hash covers, relative to the kernels package: the backend's
+    loops, then the op's module."""
+    return _KERNEL_SOURCES.get(backend, _TRITON_SOURCE), f"ops/{op}.py"
+
+
+def source_hash(loops_source: str, op_source: str) -> str:
+    """The kernel hash of these two texts (kernel_files' contents): tuner.restamp hashes old
+    revisions with it."""
+    parts = " ".join(code_hash(text) for text in (loops_source, op_source))
+    return hashlib.sha256(parts.encode()).hexdigest()[:16]
+
+
 @cache
 def kernel_hash(backend: str, op: str) -> str:
     """Hash of the kernel code a config was tuned on: the backend's loops and the op's module."""
     package = Path(__file__).parent
-    files = (_KERNEL_SOURCES.get(backend, _TRITON_SOURCE), f"ops/{op}.py")
-    parts = " ".join(code_hash((package / name).read_text()) for name in files)
-    return hashlib.sha256(parts.encode()).hexdigest()[:16]
+    loops, op_module = ((package / name).read_text() for name in kernel_files(backend, op))
+    return source_hash(loops, op_module)
 
 
 def config_path(backend: str, device: str, root: Path | None = None) -> Path:

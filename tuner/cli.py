@@ -85,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     freeze.add_argument("--device", help="device name (default: the only one in storage)")
     freeze.add_argument("--config-dir", type=Path, help="frozen-config root (default kernels/configs)")
 
+    restamp = sub.add_parser(
+        "restamp", help="carry stale CPU entries over a kernel edit where their loops compile to the same IR"
+    )
+    restamp.add_argument("tables", type=Path, nargs="*", help="CPU tables to check (default: those this host reads)")
+    restamp.add_argument("--dry-run", action="store_true", help="report the verdicts, write nothing")
+    restamp.add_argument("--storage", help="tuning storage whose studies follow (default the journal)")
+
     bench = sub.add_parser("bench", help="tuned vs default vs vendor: median, spread, GB/s, %% roofline")
     _add_case_args(bench)
     bench.add_argument("--min-time", type=float, default=0.1)
@@ -224,6 +231,28 @@ def _freeze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _restamp(args: argparse.Namespace) -> int:
+    from kernels import frozen
+    from tuner.restamp import GitHistory, Outcome, format_outcomes, host_tables, restamp_table
+
+    paths = args.tables or [frozen.config_path("cpu", name) for name in host_tables()]
+    history = GitHistory()
+    for path in paths:
+        if not path.exists():
+            if args.tables:
+                raise ValueError(f"tables: expected an existing CPU table, got {path}")
+            continue
+
+        def progress(outcome: Outcome, path: Path = path) -> None:  # a compile pair takes seconds: say which
+            print(f"{path.name} {outcome.where}: {outcome.verdict.value} {outcome.label}", file=sys.stderr)
+
+        outcomes = restamp_table(
+            path, dry_run=args.dry_run, storage=args.storage, find_sources=history, progress=progress
+        )
+        print(format_outcomes(path, outcomes, args.dry_run))
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from tuner.bench import as_dicts, bench_case, format_table
 
@@ -355,6 +384,7 @@ COMMANDS = {
     "tune": _tune,
     "show": _show,
     "freeze": _freeze,
+    "restamp": _restamp,
     "bench": _bench,
     "goals": _goals,
     "doctor": _doctor,

@@ -76,6 +76,8 @@ def _entry(row: dict[str, object], commit: str, vers: dict[str, str]) -> dict[st
         "kernel_hash": final["kernel_hash"],
         "space_hash": row["space_hash"],
         "case": row.get("case"),
+        # tuner.restamp's note, where the study's decision was carried over a kernel edit
+        **({"restamped": final["restamped"]} if "restamped" in final else {}),
     }
 
 

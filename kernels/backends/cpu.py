@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 from functools import lru_cache
+from types import ModuleType
 
 import numpy as np
 import torch
@@ -142,10 +144,33 @@ class CpuBackend:
     device_type = "cpu"
     timed = True
 
-    def __init__(self) -> None:
+    def __init__(self, loops: ModuleType = cpu_loops) -> None:
+        """``loops``: the module the loops are built from; cpu_loops, or another revision of it that
+        tuner.restamp compiles beside it (same interface, its own compiled functions)."""
+        self._loops = loops
         self._kernels: dict[str, tuple[cpu_loops.CpuKernels, cpu_loops.CpuKernels]] = {}  # (value, narrow_value)
         threads = cpu_loops.max_threads()
         self._facts = cpu_facts(platform.machine(), threads)
+
+    def built(self) -> list[tuple[str, object]]:
+        """Every loop built so far, by (formula name, narrow or not, field of CpuKernels), with its
+        numba dispatcher: what a launch compiled is in their signatures (tuner.restamp)."""
+        found = []
+        for name, pair in self._kernels.items():
+            for narrow, kernels in zip(("wide", "narrow"), pair, strict=True):
+                if narrow == "narrow" and kernels is pair[0]:
+                    continue
+                for field in dataclasses.fields(kernels):
+                    value = getattr(kernels, field.name)
+                    items = value.items() if isinstance(value, dict) else [("", value)]
+                    for tile, fns in items:
+                        for build, fn in zip(("serial", "parallel"), fns, strict=True):
+                            found.append((f"{name} {narrow} {field.name}{tile and f'[{tile}]'} {build}", fn))
+        found.extend(
+            (f"TABLE_WALK {build}", fn)
+            for build, fn in zip(("serial", "parallel"), self._loops.TABLE_WALK, strict=True)
+        )
+        return found
 
     def facts(self) -> DeviceFacts:
         return self._facts
@@ -153,7 +178,7 @@ class CpuBackend:
     def space(self, formula: Formula, geometry: Geometry, dtype: torch.dtype) -> Space:
         if geometry.layout is Layout.TRANSPOSED:
             out_bytes = geometry.n_out * dtype.itemsize
-            return cpu_transposed_space(self._facts, geometry.numel, out_bytes, cpu_loops.TRANSPOSED_TILES)
+            return cpu_transposed_space(self._facts, geometry.numel, out_bytes, self._loops.TRANSPOSED_TILES)
         table = (Variant.TABLE,) if table_variant(formula, geometry, dtype) else ()
         return cpu_space(self._facts, geometry.variants + table, geometry.numel)
 
@@ -162,10 +187,10 @@ class CpuBackend:
         outputs of the elementwise walks). Both are built on first use: numba compiles lazily."""
         pair = self._kernels.get(formula.name)
         if pair is None:
-            wide = cpu_loops.make_cpu_kernels(formula.value, formula.compute_bound)
+            wide = self._loops.make_cpu_kernels(formula.value, formula.compute_bound)
             short = wide
             if formula.narrow_value is not None:
-                short = cpu_loops.make_cpu_kernels(formula.narrow_value, formula.compute_bound)
+                short = self._loops.make_cpu_kernels(formula.narrow_value, formula.compute_bound)
             pair = self._kernels[formula.name] = (wide, short)
         return pair[narrow]
 
@@ -179,7 +204,7 @@ class CpuBackend:
         kernels = self.kernels(ex.formula, ex.out.dtype is not torch.float32 and cfg.variant is not Variant.REDUCE)
         parallel = cfg.cores > 1
         if parallel:
-            cpu_loops.set_threads(cfg.cores)
+            self._loops.set_threads(cfg.cores)
         pick = 1 if parallel else 0
         # The input operand is not read by every formula (KL never reads self): then the target
         # stands in for it, so no memory of self is touched.
@@ -217,8 +242,7 @@ class CpuBackend:
             return
         kernels.reduce[pick](*operands, *_walk_arrays(geo, x_axis), geo.n_out, ex.cof, cfg.tile, cfg.cores)
 
-    @staticmethod
-    def _look_up(kernels: cpu_loops.CpuKernels, ex: Executor, pick: int) -> None:
+    def _look_up(self, kernels: cpu_loops.CpuKernels, ex: Executor, pick: int) -> None:
         """The table walk: the scalar_grad loop stores the formula's value at every 16-bit target
         (self unread, so the patterns stand in for it too) into the table, then the gather walk."""
         cfg, g, t, o = ex.config, ex.grad, ex.target, ex.out
@@ -243,7 +267,7 @@ class CpuBackend:
             cfg.cores,
             False,
         )
-        walk = cpu_loops.TABLE_WALK[pick]
+        walk = self._loops.TABLE_WALK[pick]
         walk(t.data_ptr(), tt, address, o.data_ptr(), to, ex.geometry.numel, cfg.tile, cfg.cores, cfg.stream)
 
     def synchronize(self) -> None:

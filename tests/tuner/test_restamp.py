@@ -1,0 +1,182 @@
+"""restamp: a stale entry takes the current kernel hash only where its loops compile to the same IR.
+
+The "old revisions" here are the tree's own sources with one edit each, so the tests compile real
+loops from two module copies (a few seconds each) and need no git history."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+
+from kernels import frozen
+from kernels.modes import Op, Reduction, Variant
+from kernels.tiling import Tiling
+from tuner import cli
+from tuner.freeze import KEY_FIELDS, freeze, write_atomic
+from tuner.problems import Case
+from tuner.restamp import Sources, Verdict, host_tables, normalize_ir, restamp_table, tree_sources
+from tuner.study import open_storage
+
+# The tail of cpu_loops' imports: an edit after it shifts every line below, as most edits do.
+ANCHOR = "_I32 = ir.IntType(32)\n"
+
+
+def test_normalize_ir_drops_names_and_strings_but_keeps_the_code() -> None:
+    a = (
+        '@"_ZN7kernels3old4loopB2v1"= internal constant [9 x i8] c"old.loop\\00"\n'
+        "define void @f(ptr %arg.x_31) {\nB12:  ; preds = %B4\n  %.340 = fadd float %v, 1.0\n"
+        '  br label %B12\n}\n!7 = distinct !{!7, !"_ZN7kernels3old"}\n'
+    )
+    b = (
+        a.replace("3old4loopB2v1", "14_restamp_new4loopB3v33")
+        .replace('c"old.loop\\00"', 'c"restamp_new.loop\\00"')
+        .replace("%arg.x_31", "%arg.x_144")
+        .replace("B12", "B5238")
+        .replace("%.340", "%.343")
+        .replace("  ; preds = %B4", "   ; preds = %B4")
+        .replace("3old", "14_restamp_new")
+    )
+    assert normalize_ir(a) == normalize_ir(b)
+    assert normalize_ir(a) != normalize_ir(a.replace("1.0", "2.0"))
+    assert normalize_ir(a) != normalize_ir(a.replace("fadd", "fsub"))
+
+
+def _mse_entry(config: Tiling, kernel_hash: str, study: str = "cpu-test-mse") -> dict[str, object]:
+    case = Case(Op.MSE, torch.float32, (1 << 12,), Reduction.NONE)
+    g, x, t = case.inputs("cpu")
+    ex = case.phase_one(g, x, t, case.out_like(x), "cpu", config)
+    return {
+        "op": "mse",
+        "dtype": "float32",
+        "bucket": 12,
+        "grad_kind": "full",
+        "layout": "contiguous",
+        "reduction_kind": "none",
+        "log_target": False,
+        "config": config.to_dict(),
+        "tuned": True,
+        "speedup_vs_default": 1.2,
+        "space_hash": ex.space.hash,
+        "kernel_hash": kernel_hash,
+        "git_commit": "unknown",
+        "study": study,
+    }
+
+
+def _table(tmp_path: Path, entries: list[dict[str, object]]) -> Path:
+    path = frozen.config_path("cpu", host_tables()[-1], tmp_path)
+    write_atomic(path, {"schema_version": frozen.SCHEMA_VERSION, "entries": entries, "common": {}})
+    return path
+
+
+def _edited(loops: str) -> Sources:
+    tree = tree_sources()
+    assert ANCHOR in tree.loops
+    old = Sources("edited", tree.loops.replace(ANCHOR, ANCHOR + loops), tree.ops)
+    assert old.kernel_hash("mse") != tree.kernel_hash("mse")
+    return old
+
+
+CONFIG = Tiling(tile=1024, cores=2, variant=Variant.FLAT, prefetch=1)
+
+
+def test_an_edit_that_leaves_the_loops_alone_restamps_the_entry_and_its_study(tmp_path: Path) -> None:
+    old = _edited("\n\ndef _unused_helper(a):\n    return a + 1\n\n\nUNUSED_LIMIT = 12345\n")
+    path = _table(tmp_path, [_mse_entry(CONFIG, old.kernel_hash("mse"))])
+    storage = str(tmp_path / "journal.log")
+    study = optuna.create_study(study_name="cpu-test-mse", storage=open_storage(storage))
+    entry = _mse_entry(CONFIG, old.kernel_hash("mse"))
+    for attr in (*KEY_FIELDS, "log_target", "space_hash", "case"):
+        study.set_user_attr(attr, entry.get(attr))
+    study.set_user_attr("backend", "cpu")
+    study.set_user_attr("device", host_tables()[-1])
+    timings = {"median_s": 1e-4, "p20_s": 1e-4, "p80_s": 1e-4, "noise": 0.01, "trial": 3}
+    final = {"config": CONFIG.to_dict(), "kernel_hash": old.kernel_hash("mse"), "tuned": True, **timings}
+    study.set_user_attr("final", final | {"speedup_vs_default": 1.2, "speedup_vs_vendor": 2.0})
+    asked = []
+
+    def find(op: str, wanted: str, hint: str) -> Sources | None:
+        asked.append((op, wanted, hint))
+        return old if wanted == old.kernel_hash(op) else None
+
+    outcomes = restamp_table(path, storage=storage, find_sources=find)
+
+    (outcome,) = [o for o in outcomes if o.where.startswith("entries")]
+    assert outcome.verdict is Verdict.SAME and "1 loop(s) compile the same" in outcome.detail  # the parallel flat
+    assert asked == [("mse", old.kernel_hash("mse"), "unknown")]
+    entry = json.loads(path.read_text())["entries"][0]
+    assert entry["kernel_hash"] == frozen.kernel_hash("cpu", "mse")
+    assert entry["restamped"]["from"] == old.kernel_hash("mse") and entry["restamped"]["source"] == "edited"
+    assert entry["restamped"]["compiled_for"] == host_tables()[0]
+    final = optuna.load_study(study_name="cpu-test-mse", storage=open_storage(storage)).user_attrs["final"]
+    assert final["kernel_hash"] == frozen.kernel_hash("cpu", "mse")  # a later freeze writes it again
+    assert final["restamped"] == entry["restamped"]
+    # and a freeze from the journal writes the entry with its new hash and its note
+    freeze(storage, "cpu", host_tables()[-1], root=tmp_path)
+    (refrozen,) = json.loads(path.read_text())["entries"]
+    assert refrozen["kernel_hash"] == entry["kernel_hash"] and refrozen["restamped"] == entry["restamped"]
+    # and the lookup takes it again
+    case = Case(Op.MSE, torch.float32, (1 << 12,), Reduction.NONE)
+    g, x, t = case.inputs("cpu")
+    ex = case.phase_one(g, x, t, case.out_like(x), "cpu")
+    frozen.reset()
+    assert frozen.lookup("cpu", host_tables()[-1], ex.key, ex.space, tmp_path)[0] == CONFIG
+
+
+def test_an_edit_of_the_loop_keeps_the_entry_stale_and_the_table_untouched(tmp_path: Path) -> None:
+    # The prefetch hint's locality (3: prefetcht0) is in every contiguous loop's body.
+    tree = tree_sources()
+    hint = "ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)"
+    assert tree.loops.count(hint) == 1
+    old = Sources("edited", tree.loops.replace(hint, hint.replace("_I32, 3", "_I32, 2")), tree.ops)
+    path = _table(tmp_path, [_mse_entry(CONFIG, old.kernel_hash("mse"))])
+    before = path.read_bytes()
+
+    outcomes = restamp_table(path, storage=str(tmp_path / "j.log"), find_sources=lambda op, h, c: old)
+
+    (entry,) = [o for o in outcomes if o.where.startswith("entries")]
+    assert entry.verdict is Verdict.CHANGED and "IR differs" in entry.detail
+    assert path.read_bytes() == before
+
+
+def test_an_entry_whose_source_is_not_found_stays_stale(tmp_path: Path) -> None:
+    path = _table(tmp_path, [_mse_entry(CONFIG, "0123456789abcdef")])
+    before = path.read_bytes()
+    outcomes = restamp_table(path, find_sources=lambda op, h, c: None)
+    assert [o.verdict for o in outcomes] == [Verdict.NO_SOURCE]
+    assert path.read_bytes() == before
+
+
+def test_a_current_entry_is_left_alone_without_compiling(tmp_path: Path) -> None:
+    path = _table(tmp_path, [_mse_entry(CONFIG, frozen.kernel_hash("cpu", "mse"))])
+    before = path.read_bytes()
+
+    def never(op: str, wanted: str, hint: str) -> Sources | None:
+        raise AssertionError("a current entry needs no old source")
+
+    assert [o.verdict for o in restamp_table(path, find_sources=never)] == [Verdict.CURRENT]
+    assert path.read_bytes() == before
+
+
+def test_restamp_refuses_a_table_this_host_does_not_compile_for(tmp_path: Path) -> None:
+    path = frozen.config_path("cpu", "riscv64-9t", tmp_path)
+    write_atomic(path, {"schema_version": frozen.SCHEMA_VERSION, "entries": [], "common": {}})
+    with pytest.raises(ValueError, match=r"table: this host compiles for .* got riscv64-9t"):
+        restamp_table(path)
+    broken = frozen.config_path("cpu", host_tables()[-1], tmp_path)
+    broken.write_text("{not json")
+    with pytest.raises(ValueError, match=r"table: expected a readable JSON table"):
+        restamp_table(broken)
+    assert broken.read_text() == "{not json"
+
+
+def test_cli_restamp_dry_run_and_a_missing_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _table(tmp_path, [_mse_entry(CONFIG, frozen.kernel_hash("cpu", "mse"))])
+    assert cli.main(["restamp", "--dry-run", str(path)]) == 0
+    assert "1 current" in capsys.readouterr().out
+    assert cli.main(["restamp", str(tmp_path / "cpu" / "absent.json")]) == 2
+    assert "tables: expected an existing CPU table" in capsys.readouterr().err

@@ -1,0 +1,459 @@
+"""Carry frozen CPU entries across kernel edits that leave their machine code as it was.
+
+A frozen entry records the kernel hash of the source it was tuned on (frozen.kernel_hash: the
+syntax trees of cpu_loops.py and the op's module), and any edit of those files makes every entry
+stale, so one line added to the transposed walk used to cost every host's table and hours of
+re-tuning that no single host can do (a session has one CPU, the tables are three). But a config's
+ranking depends on the code it runs, not on the file it came from: where the edit leaves an
+entry's loops compiling to the same LLVM IR, its measurements still hold.
+
+``restamp`` checks exactly that, entry by entry. For a stale entry it finds the revision it was
+tuned on (the git commit whose sources hash to the entry's kernel hash), loads that revision's
+loops and op module beside the current ones, launches the entry's own config on a small problem
+of the entry's kind (op, dtype, gradient kind, layout) with each, and compares the optimised LLVM
+IR of every loop each launch compiled (numba's, after its O3 and the parallel outlining), with
+names, string constants and comments taken out. Identical: the entry takes the current hash and
+a ``restamped`` note (from which hash, at which commit, compiled for which CPU); different: it
+stays stale, as before. The journal's study is updated to match, so a later ``freeze`` keeps it.
+
+What it proves is bounded by the host: the IR compared is what this host compiles (its vector
+tier and microarchitecture decide the module's constants and LLVM's choices), so it restamps only
+the tables this host reads; another tier's table needs a host of that tier (a minute's run, not a
+re-tune).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from kernels import backends, frozen
+from kernels.executor import Executor, Formula
+from kernels.modes import Op, Reduction, Variant
+from kernels.tiling import Tiling
+from tuner.freeze import _best_common, git_commit, write_atomic
+from tuner.problems import Case, InputLayout
+from tuner.study import ROOT, open_storage
+
+PROBE_NUMEL = 1 << 12  # a multiple of the 64 rows of the broadcast and transposed layouts
+ATTEMPTS = 3  # compiles of each side before two IRs that never matched are called a change
+# The tuner's source of each planner layout (tuner.problems.InputLayout), as in the shipped-table test.
+_CASE_LAYOUT = {
+    "contiguous": InputLayout.CONTIGUOUS,
+    "strided": InputLayout.BROADCAST,
+    "transposed": InputLayout.TRANSPOSED,
+}
+
+
+class Verdict(str, Enum):
+    CURRENT = "current"  # already the current kernel hash
+    SAME = "same"  # tuned on other source, and its loops compile to the same IR: restamped
+    CHANGED = "changed"  # its loops compile differently now: stays stale (re-tune it)
+    NO_SOURCE = "no-source"  # no commit's sources hash to its kernel hash (a dirty tree, or history missing)
+    NO_PROBE = "no-probe"  # its problem cannot be rebuilt here (another layout, an illegal config)
+
+
+@dataclass(frozen=True)
+class Sources:
+    """One revision of the sources a CPU entry's kernel hash covers: the loops and each op module."""
+
+    label: str  # a commit, or "tree"
+    loops: str
+    ops: dict[str, str]
+
+    def kernel_hash(self, op: str) -> str:
+        return frozen.source_hash(self.loops, self.ops[op])
+
+
+@dataclass(frozen=True)
+class Outcome:
+    where: str  # "entries[i]" or "common[name]"
+    label: str
+    verdict: Verdict
+    detail: str = ""
+
+
+_OPS = tuple(op.value for op in Op)
+_PACKAGE = Path(frozen.__file__).parent
+
+
+def tree_sources() -> Sources:
+    loops = (_PACKAGE / frozen.kernel_files("cpu", "mse")[0]).read_text()
+    return Sources("tree", loops, {op: (_PACKAGE / frozen.kernel_files("cpu", op)[1]).read_text() for op in _OPS})
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def git_sources(commit: str) -> Sources | None:
+    """The sources at ``commit``; None where git or the commit is missing."""
+    files = {
+        name: f"kernels/{name}" for name in (frozen.kernel_files("cpu", "mse")[0], *(f"ops/{op}.py" for op in _OPS))
+    }
+    try:
+        text = {name: _git("show", f"{commit}:{path}") for name, path in files.items()}
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return Sources(commit, text[frozen.kernel_files("cpu", "mse")[0]], {op: text[f"ops/{op}.py"] for op in _OPS})
+
+
+class GitHistory:
+    """Finds the revision whose sources hash to a kernel hash: the entry's own commit first (where
+    it was frozen), then every commit that touched the kernel sources, newest first."""
+
+    def __init__(self, depth: int = 400) -> None:
+        self._depth = depth
+        self._by_commit: dict[str, Sources | None] = {}
+        self._log: list[str] | None = None
+
+    def _at(self, commit: str) -> Sources | None:
+        if commit not in self._by_commit:
+            self._by_commit[commit] = git_sources(commit)
+        return self._by_commit[commit]
+
+    def __call__(self, op: str, wanted: str, hint: str) -> Sources | None:
+        candidates = [hint] if hint and hint != "unknown" else []
+        if self._log is None:
+            try:
+                paths = ["kernels/backends/cpu_loops.py", "kernels/ops"]
+                self._log = _git("log", f"-{self._depth}", "--format=%H", "--", *paths).split()
+            except (OSError, subprocess.CalledProcessError):
+                self._log = []
+        for commit in (*candidates, *self._log):
+            found = self._at(commit)
+            if found is not None and op in found.ops and found.kernel_hash(op) == wanted:
+                return found
+        return None
+
+
+# ---- compiling one entry's loops from one revision --------------------------------------------------
+
+_STRINGS = re.compile(r'\[\d+ x i8\] c"[^"]*"')
+_META_STRINGS = re.compile(r'!"[^"]*"')
+_COMMENTS = re.compile(r"\s*;.*$", re.M)
+_HEADER = re.compile(r"^(; ModuleID|source_filename).*$", re.M)
+_NAMES = re.compile(r'([@%])("[^"]*"|[-a-zA-Z$._][-a-zA-Z$._0-9]*)|^([-a-zA-Z$._][-a-zA-Z$._0-9]*):', re.M)
+
+
+def normalize_ir(text: str) -> str:
+    """LLVM IR with what differs between two loads of the same code taken out: every global, local
+    and label name renamed in order of first appearance (numba's mangled names carry the module
+    name and a counter, its block labels the parfor pass's numbering), string constants (the
+    mangled names in error messages) and comments. Instructions, types, constants, attributes and
+    the order of it all stay: any change in what the code does shows."""
+    text = _HEADER.sub("", text)
+    text = _STRINGS.sub("[str]", text)
+    text = _META_STRINGS.sub("!str", text)
+    text = _COMMENTS.sub("", text)
+    names: dict[str, str] = {}
+
+    def rename(m: re.Match[str]) -> str:
+        if m.group(3) is not None:  # a label's definition: one name space with the locals
+            return names.setdefault("%" + m.group(3), f"v{len(names)}") + ":"
+        key = m.group(1) + m.group(2)
+        return m.group(1) + names.setdefault(key, f"v{len(names)}")
+
+    return _NAMES.sub(rename, text)
+
+
+def _load(name: str, text: str) -> ModuleType:
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__file__ = f"<{name}>"
+    sys.modules[name] = module
+    try:
+        # Our own files at one of our commits, as trusted as the tree's.
+        exec(compile(text, module.__file__, "exec"), module.__dict__)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def probe_case(entry: dict[str, object], numel: int = PROBE_NUMEL) -> Case | None:
+    """A problem of the entry's kind (op, logTarget, dtype, gradient kind, layout) at ``numel``;
+    None where the tuner has no source of its layout."""
+    layout = _CASE_LAYOUT.get(str(entry.get("layout", "")))
+    if layout is None or entry.get("op") not in _OPS:
+        return None
+    red = Reduction.NONE if entry.get("reduction_kind") == "none" else Reduction.MEAN
+    full = entry.get("grad_kind") == "full"
+    if full != (red is Reduction.NONE):
+        return None  # a full gradient with a reduction: autograd never sends it, the tuner never tunes it
+    dtype = getattr(torch, str(entry.get("dtype")), None)
+    if not isinstance(dtype, torch.dtype):
+        return None
+    return Case(Op(str(entry["op"])), dtype, (numel,), red, bool(entry.get("log_target")), layout)
+
+
+def compiled_ir(case: Case, config: Tiling, loops: ModuleType, formulas: dict[str, Formula]) -> dict[str, str]:
+    """Launch ``config`` on ``case`` with the loops of ``loops`` and the formula of the same name in
+    ``formulas``; the normalised IR of every (loop, signature) the launch compiled."""
+    from kernels.backends.cpu import CpuBackend
+
+    g, x, t = case.inputs("cpu")
+    out = case.out_like(x)
+    planned: Executor = case.phase_one(g, x, t, out, "cpu", config)
+    ex = dataclasses.replace(planned, formula=formulas[planned.formula.name])
+    backend = CpuBackend(loops)
+    backend.launch(ex)
+    return {
+        f"{name} {sig}": normalize_ir(fn.inspect_llvm(sig)) for name, fn in backend.built() for sig in fn.signatures
+    }
+
+
+# Each side compiles in a fresh interpreter of its own, with one hash seed, under one module name:
+# numba names variables from process-wide counters and walks some sets of those names, so in one
+# process the second compile of the same code names and orders things differently (the parallel
+# loop's outlined function took its arguments in another order, its size checks ran in another).
+# Two fresh processes doing the same steps hand out the same names.
+_WORKER_ENV = {"PYTHONHASHSEED": "0"}
+
+
+def _worker(spec: dict[str, object]) -> dict[str, str]:
+    """One side's compile, in this (fresh) process: the spec's sources loaded under fixed names."""
+    sources = spec["sources"]
+    assert isinstance(sources, dict)
+    loops = _load("kernels.backends._restamp_cpu_loops", str(sources["loops"]))
+    op = str(spec["op"])
+    module = _load(f"kernels.ops._restamp_{op}", str(sources["ops"][op]))  # type: ignore[index]
+    case = probe_case(spec["entry"], int(spec["numel"]))  # type: ignore[arg-type]
+    assert case is not None
+    return compiled_ir(case, Tiling.from_dict(spec["config"]), loops, _formulas(module))  # type: ignore[arg-type]
+
+
+def _spawn(spec: dict[str, object]) -> subprocess.Popen[str]:
+    env = {**os.environ, **_WORKER_ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tuner.restamp"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(spec))
+    proc.stdin.close()
+    return proc
+
+
+def _collect(proc: subprocess.Popen[str]) -> dict[str, str]:
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = proc.stdout.read(), proc.stderr.read()
+    if proc.wait() != 0:
+        last = err.strip().splitlines()[-1] if err.strip() else f"exit {proc.returncode}"
+        raise RuntimeError(f"compile worker failed: {last}")
+    return json.loads(out)
+
+
+def _formulas(module: ModuleType) -> dict[str, Formula]:
+    return {v.name: v for v in vars(module).values() if isinstance(v, Formula)}
+
+
+class Comparer:
+    """An old revision against the tree, one compile key at a time: entries that launch the same
+    loops with the same argument types share one comparison (two worker processes, side by side)."""
+
+    def __init__(self, tree: Sources) -> None:
+        self._tree = tree
+        self._cache: dict[tuple[object, ...], tuple[Verdict, str]] = {}
+
+    def compare(self, entry: dict[str, object], old: Sources) -> tuple[Verdict, str]:
+        try:
+            config = Tiling.from_dict(entry["config"])  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError) as e:
+            return Verdict.NO_PROBE, f"bad config ({e})"
+        numel = PROBE_NUMEL
+        if config.variant is Variant.TABLE:
+            from kernels.backends.cpu import TABLE_MIN_NUMEL
+
+            numel = TABLE_MIN_NUMEL  # the table walk is legal from there on
+        case = probe_case(entry, numel)
+        if case is None:
+            return Verdict.NO_PROBE, f"no tuner problem of layout {entry.get('layout')!r} and its gradient"
+        tile = config.tile if case.layout is InputLayout.TRANSPOSED else 0
+        key = (old.label, case.op, case.log_target, case.dtype, case.reduction, case.layout)
+        key += (config.variant, config.cores > 1, tile)
+        if key not in self._cache:
+            self._cache[key] = self._compare(entry, numel, config, old)
+        return self._cache[key]
+
+    def _compare(self, entry: dict[str, object], numel: int, config: Tiling, old: Sources) -> tuple[Verdict, str]:
+        """Up to ATTEMPTS compiles of each side: a loop matches where some compile of the tree and
+        some compile of the old revision gave the same IR. Fresh processes are not always alike
+        (one in six comparisons of identical sources differed, once, in a 73-entry run), but
+        two different codes never compile to the same text, so a match is proof and a miss after
+        the attempts, or one that each side reproduced exactly, is a change."""
+        op = str(entry["op"])
+        probe = {"op": op, "entry": entry, "numel": numel, "config": config.to_dict()}
+        now: dict[str, set[str]] = {}
+        then: dict[str, set[str]] = {}
+        for attempt in range(1, ATTEMPTS + 1):
+            workers = [
+                _spawn(probe | {"sources": {"loops": side.loops, "ops": {op: side.ops[op]}}})
+                for side in (self._tree, old)
+            ]
+            try:
+                new, before = (_collect(w) for w in workers)
+            except RuntimeError as e:  # an old revision that no longer loads or plans here: not comparable
+                return Verdict.NO_PROBE, str(e)
+            finally:
+                for w in workers:
+                    if w.poll() is None:
+                        w.kill()
+            if not new:
+                return Verdict.NO_PROBE, "the launch compiled no loop"
+            if new.keys() != before.keys():
+                return Verdict.CHANGED, f"other loops compiled: {sorted(new.keys() ^ before.keys())[:3]}"
+            repeated = all(new[k] in now.get(k, ()) and before[k] in then.get(k, ()) for k in new)
+            for k in new:
+                now.setdefault(k, set()).add(new[k])
+                then.setdefault(k, set()).add(before[k])
+            differ = [k.split(" (")[0] for k in new if not now[k] & then[k]]
+            if not differ:
+                return Verdict.SAME, f"{len(new)} loop(s) compile the same" + (
+                    f" ({attempt} tries)" if attempt > 1 else ""
+                )
+            if repeated:  # each side compiled as before, and the two still differ
+                break
+        return Verdict.CHANGED, "IR differs: " + ", ".join(differ)
+
+
+def _entry_label(entry: dict[str, object]) -> str:
+    log = "-log" if entry.get("log_target") else ""
+    grad, layout = entry.get("grad_kind"), entry.get("layout")
+    return f"{entry.get('op')}{log} {entry.get('dtype')} 2^{entry.get('bucket')} {grad} {layout}"
+
+
+def host_tables() -> tuple[str, ...]:
+    """The CPU tables this host reads (its chip's, its tier's): the ones it can restamp."""
+    return backends.get("cpu").facts().lookup_names
+
+
+def restamp_table(
+    path: Path,
+    *,
+    dry_run: bool = False,
+    storage: str | None = None,
+    find_sources: Callable[[str, str, str], Sources | None] | None = None,
+    tree: Sources | None = None,
+    progress: Callable[[Outcome], None] | None = None,
+) -> list[Outcome]:
+    """Check every stale entry of the CPU table at ``path``; unless ``dry_run``, write the table
+    with the SAME ones restamped (atomically; untouched where none is) and update their studies
+    in ``storage`` (the journal by default) where the study's decision is that entry's.
+
+    ``find_sources(op, kernel_hash, commit_hint)``: the revision an entry was tuned on (default:
+    git history); ``tree``: the sources to compare against (default: the working tree)."""
+    if path.parent.name != "cpu":
+        raise ValueError(f"table: expected a CPU table (kernels/configs/cpu/<device>.json), got {path}")
+    if path.stem not in host_tables():
+        raise ValueError(
+            f"table: this host compiles for {', '.join(host_tables())} and can only restamp those tables;"
+            f" got {path.stem} (run restamp on a host that reads it)"
+        )
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"table: expected a readable JSON table at {path}, got {e}") from None
+    if table.get("schema_version") != frozen.SCHEMA_VERSION or not isinstance(table.get("entries"), list):
+        raise ValueError(f"table: expected schema_version {frozen.SCHEMA_VERSION} with entries, got {path}")
+    find = find_sources or GitHistory()
+    current = tree or tree_sources()
+    comparer = Comparer(current)
+    chip = backends.get("cpu").facts().lookup_names[0]
+    outcomes: list[Outcome] = []
+    entries: list[dict[str, object]] = table["entries"]
+    restamped: list[dict[str, object]] = []
+    for i, entry in enumerate(entries):
+        op, old_hash = str(entry.get("op")), str(entry.get("kernel_hash"))
+        now = current.kernel_hash(op) if op in current.ops else ""
+        if old_hash == now:
+            outcome = Outcome(f"entries[{i}]", _entry_label(entry), Verdict.CURRENT)
+        else:
+            old = find(op, old_hash, str(entry.get("git_commit", "")))
+            if old is None:
+                outcome = Outcome(f"entries[{i}]", _entry_label(entry), Verdict.NO_SOURCE, f"kernel hash {old_hash}")
+            else:
+                verdict, detail = comparer.compare(entry, old)
+                outcome = Outcome(f"entries[{i}]", _entry_label(entry), verdict, f"{old.label[:12]}: {detail}")
+                if verdict is Verdict.SAME:
+                    note = {"from": old_hash, "source": old.label, "commit": git_commit(), "compiled_for": chip}
+                    entries[i] = entry | {"kernel_hash": now, "restamped": note}
+                    restamped.append(entries[i])
+        outcomes.append(outcome)
+        if progress:
+            progress(outcome)
+    outcomes.extend(_common_outcomes(table, entries, current))
+    if restamped and not dry_run:
+        # Common configs are recomputed from the entries the way freeze does, so each takes the
+        # hash of its example entry: current where that entry was restamped, stale where not.
+        table["entries"] = entries
+        table["common"] = _best_common(entries)
+        write_atomic(path, table)
+        frozen.reset()
+        _update_studies(restamped, storage)
+    return outcomes
+
+
+def _common_outcomes(table: dict[str, object], entries: list[dict[str, object]], current: Sources) -> list[Outcome]:
+    found = []
+    for name, common in sorted(_best_common(entries).items()):
+        now = current.kernel_hash(str(common.get("op")))
+        verdict = Verdict.CURRENT if common.get("kernel_hash") == now else Verdict.CHANGED
+        found.append(Outcome(f"common[{name}]", name, verdict, "from its example entry"))
+    return found
+
+
+def _update_studies(entries: Iterable[dict[str, object]], storage: str | None) -> None:
+    """Each restamped entry's study, where its final decision is that entry's config and hash: the
+    hash is updated there too, so a later freeze writes it again."""
+    import optuna
+
+    store = open_storage(storage)
+    names = {s.study_name for s in optuna.get_all_study_summaries(store, include_best_trial=False)}
+    for entry in entries:
+        name = str(entry.get("study"))
+        if name not in names:
+            continue
+        study = optuna.load_study(study_name=name, storage=store)
+        final = study.user_attrs.get("final")
+        note = entry["restamped"]
+        assert isinstance(note, dict)
+        if (
+            isinstance(final, dict)
+            and final.get("kernel_hash") == note["from"]
+            and final.get("config") == entry["config"]
+        ):
+            study.set_user_attr("final", final | {"kernel_hash": entry["kernel_hash"], "restamped": note})
+
+
+def format_outcomes(path: Path, outcomes: list[Outcome], dry_run: bool) -> str:
+    counts = {v: sum(1 for o in outcomes if o.verdict is v) for v in Verdict}
+    lines = [f"{path}: " + ", ".join(f"{n} {v.value}" for v, n in counts.items() if n)]
+    lines += [f"  {o.verdict.value:9s} {o.label}  {o.detail}" for o in outcomes if o.verdict is not Verdict.CURRENT]
+    if dry_run and counts[Verdict.SAME]:
+        lines.append("  (dry run: nothing written)")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # a compile worker (Comparer): the spec on stdin, the IR as JSON on stdout
+    json.dump(_worker(json.load(sys.stdin)), sys.stdout)

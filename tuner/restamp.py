@@ -298,10 +298,11 @@ class Comparer:
 
     def _compare(self, entry: dict[str, object], numel: int, config: Tiling, old: Sources) -> tuple[Verdict, str]:
         """Up to ATTEMPTS compiles of each side: a loop matches where some compile of the tree and
-        some compile of the old revision gave the same IR. Fresh processes are not always alike
-        (one in six comparisons of identical sources differed, once, in a 73-entry run), but
-        two different codes never compile to the same text, so a match is proof and a miss after
-        the attempts, or one that each side reproduced exactly, is a change."""
+        some compile of the old revision gave the same IR. Fresh processes are not always alike (a
+        run over 66 entries of identical code once called 5 of its 30 compile pairs different, and
+        the next run none; results/performance.md, section 33), but two different codes never
+        compile to the same text, so a match is proof, and a miss after the attempts, or one that
+        each side reproduced exactly, is a change."""
         op = str(entry["op"])
         probe = {"op": op, "entry": entry, "numel": numel, "config": config.to_dict()}
         now: dict[str, set[str]] = {}

@@ -12,7 +12,7 @@ import optuna
 import pytest
 import torch
 
-from kernels import frozen
+from kernels import frozen, tiling
 from kernels.modes import Op, Reduction, Variant
 from kernels.tiling import Tiling
 from tuner import cli
@@ -180,3 +180,22 @@ def test_cli_restamp_dry_run_and_a_missing_table(tmp_path: Path, capsys: pytest.
     assert "1 current" in capsys.readouterr().out
     assert cli.main(["restamp", str(tmp_path / "cpu" / "absent.json")]) == 2
     assert "tables: expected an existing CPU table" in capsys.readouterr().err
+
+
+def test_a_transposed_entry_compiles_its_own_walk_and_restamps(tmp_path: Path) -> None:
+    """The transposed walk (one compiled loop per tile) with a 16-bit out: the narrow formula's loops."""
+    old = _edited("\n\nUNUSED_LIMIT = 12345\n")
+    walk = Tiling(tile=tiling.CPU_TRANSPOSED_TILE, cores=2, variant=Variant.STRIDED, stream=True)
+    entry = _mse_entry(CONFIG, old.kernel_hash("kl_div")) | {
+        "op": "kl_div",
+        "dtype": "float16",
+        "grad_kind": "scalar",
+        "reduction_kind": "reduced",
+        "layout": "transposed",
+        "config": walk.to_dict(),
+    }
+    path = _table(tmp_path, [entry])
+    (outcome,) = restamp_table(path, storage=str(tmp_path / "j.log"), find_sources=lambda op, h, c: old)
+    assert outcome.verdict is Verdict.SAME, outcome.detail
+    assert "1 loop(s)" in outcome.detail  # the one walk: kl_div narrow transposed[4096] parallel
+    assert json.loads(path.read_text())["entries"][0]["kernel_hash"] == frozen.kernel_hash("cpu", "kl_div")

@@ -82,6 +82,12 @@ def kernel_hash(backend: str, op: str) -> str:
     return source_hash(loops, op_module)
 
 
+def stale_by_source(backend: str, table: FrozenTable) -> int:
+    """The table's entries tuned on other kernel source than the tree's: skipped by the lookup
+    until re-tuned, or restamped where their loops compile as before (tuner.restamp, CPU)."""
+    return sum(1 for e in table.entries if e.get("kernel_hash") != kernel_hash(backend, str(e.get("op"))))
+
+
 def config_path(backend: str, device: str, root: Path | None = None) -> Path:
     return (root or CONFIG_DIR) / backend / f"{device}.json"
 

@@ -328,7 +328,7 @@ def _goals(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from kernels import backends
+    from kernels import backends, frozen
 
     for entry in backends.REGISTRY:
         ok, why = backends.probe(entry.name)
@@ -337,6 +337,13 @@ def _doctor(args: argparse.Namespace) -> int:
             extra = f", UB {facts.ub_bytes // 1024} KB" if facts.ub_bytes else ""
             tables = f", frozen tables read: {', '.join(facts.lookup_names)}" if len(facts.lookup_names) > 1 else ""
             print(f"{entry.name:17s} loads: device {facts.name}, {facts.cores} cores{extra}{tables}")
+            for name in facts.lookup_names:
+                table = frozen.load(entry.name, name)
+                if table is not None:
+                    stale = frozen.stale_by_source(entry.name, table)
+                    hint = " (`losstune restamp` checks them)" if stale and entry.name == "cpu" else ""
+                    count = f"{len(table.entries)} entries, {stale} stale by kernel source{hint}"
+                    print(f"{'':17s} {table.path.name}: {count}")
         else:
             print(f"{entry.name:17s} does not load: {why}")
     return 0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kernels import frozen
 from kernels.backends import cpu_loops
 from tuner.cli import main
 from tuner.problems import build_cases
@@ -73,6 +74,9 @@ def test_doctor_reports_each_backend(capsys: pytest.CaptureFixture[str]) -> None
 
     names = backends.get("cpu").facts().lookup_names  # a host whose chip LLVM names reads two tables
     assert len(names) == 1 or f"frozen tables read: {', '.join(names)}" in out
+    for name in names:  # each shipped table the host reads, with its stale count (none ship stale)
+        shipped = frozen.config_path("cpu", name)
+        assert not shipped.exists() or f"{shipped.name}: " in out and " 0 stale by kernel source" in out
     assert "npu               does not load" in out and "torch_npu" in out
 
 
@@ -180,6 +184,6 @@ def test_help_lists_every_subcommand_in_plain_words(capsys: pytest.CaptureFixtur
         main(["--help"])
     assert done.value.code == 0
     text = capsys.readouterr().out
-    for command in ("tune", "show", "freeze", "bench", "goals", "doctor", "dashboard", "machine"):
+    for command in ("tune", "show", "freeze", "restamp", "bench", "goals", "doctor", "dashboard", "machine"):
         assert command in text
     assert "GB/s, % roofline" in " ".join(text.split()) and "option_strings" not in text

@@ -300,3 +300,12 @@ def test_the_kernel_hash_follows_the_code_not_its_comments() -> None:
     assert frozen.code_hash(code.replace("4096", "8192")) != frozen.code_hash(code)
     assert frozen.code_hash(code.replace("(x - t) * cof", "(t - x) * cof")) != frozen.code_hash(code)
     assert frozen.kernel_hash("cpu", "mse") != frozen.kernel_hash("cpu", "l1")
+
+
+def test_stale_by_source_counts_the_entries_tuned_on_other_kernel_code(tmp_path: Path) -> None:
+    space, key = _space_and_key(16)
+    config = Tiling(tile=1024, cores=2, variant=Variant.FLAT)
+    current, other = _entry(key, space, 16, config), _entry(key, space, 20, config) | {"kernel_hash": "0" * 16}
+    _write(tmp_path, [current, other, other | {"bucket": 22}])
+    table = frozen.load("cpu", "dev", tmp_path)
+    assert table is not None and frozen.stale_by_source("cpu", table) == 2

@@ -8,18 +8,18 @@ ranking depends on the code it runs, not on the file it came from: where the edi
 entry's loops compiling to the same LLVM IR, its measurements still hold.
 
 ``restamp`` checks exactly that, entry by entry. For a stale entry it finds the revision it was
-tuned on (the git commit whose sources hash to the entry's kernel hash), loads that revision's
-loops and op module beside the current ones, launches the entry's own config on a small problem
-of the entry's kind (op, dtype, gradient kind, layout) with each, and compares the optimised LLVM
-IR of every loop each launch compiled (numba's, after its O3 and the parallel outlining), with
-names, string constants and comments taken out. Identical: the entry takes the current hash and
+tuned on (the git commit whose sources hash to the entry's kernel hash), launches the entry's
+own config on a small problem of the entry's kind (op, dtype, gradient kind, layout) with that
+revision's loops and op module and with the tree's, each in a fresh worker process, and compares
+the optimised LLVM IR of every loop each launch compiled (numba's, after its O3 and the parallel
+outlining), with names, string constants and comments taken out. Identical: the entry takes the current hash and
 a ``restamped`` note (from which hash, at which commit, compiled for which CPU); different: it
 stays stale, as before. The journal's study is updated to match, so a later ``freeze`` keeps it.
 
 What it proves is bounded by the host: the IR compared is what this host compiles (its vector
 tier and microarchitecture decide the module's constants and LLVM's choices), so it restamps only
-the tables this host reads; another tier's table needs a host of that tier (a minute's run, not a
-re-tune).
+the tables this host reads; another tier's table needs a host of that tier (minutes, not the hours
+of a re-tune).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -89,9 +90,20 @@ _OPS = tuple(op.value for op in Op)
 _PACKAGE = Path(frozen.__file__).parent
 
 
+def _kernel_paths() -> dict[str, str]:
+    """Each source a CPU kernel hash covers, by its path in the kernels package: the loops, then
+    each op's module (frozen.kernel_files)."""
+    loops = frozen.kernel_files("cpu", _OPS[0])[0]
+    return {"loops": loops, **{op: frozen.kernel_files("cpu", op)[1] for op in _OPS}}
+
+
+def _sources(label: str, read: Callable[[str], str]) -> Sources:
+    text = {name: read(path) for name, path in _kernel_paths().items()}
+    return Sources(label, text.pop("loops"), text)
+
+
 def tree_sources() -> Sources:
-    loops = (_PACKAGE / frozen.kernel_files("cpu", "mse")[0]).read_text()
-    return Sources("tree", loops, {op: (_PACKAGE / frozen.kernel_files("cpu", op)[1]).read_text() for op in _OPS})
+    return _sources("tree", lambda path: (_PACKAGE / path).read_text())
 
 
 def _git(*args: str) -> str:
@@ -100,14 +112,10 @@ def _git(*args: str) -> str:
 
 def git_sources(commit: str) -> Sources | None:
     """The sources at ``commit``; None where git or the commit is missing."""
-    files = {
-        name: f"kernels/{name}" for name in (frozen.kernel_files("cpu", "mse")[0], *(f"ops/{op}.py" for op in _OPS))
-    }
     try:
-        text = {name: _git("show", f"{commit}:{path}") for name, path in files.items()}
+        return _sources(commit, lambda path: _git("show", f"{commit}:kernels/{path}"))
     except (OSError, subprocess.CalledProcessError):
         return None
-    return Sources(commit, text[frozen.kernel_files("cpu", "mse")[0]], {op: text[f"ops/{op}.py"] for op in _OPS})
 
 
 class GitHistory:
@@ -128,7 +136,7 @@ class GitHistory:
         candidates = [hint] if hint and hint != "unknown" else []
         if self._log is None:
             try:
-                paths = ["kernels/backends/cpu_loops.py", "kernels/ops"]
+                paths = sorted({f"kernels/{path}" for path in _kernel_paths().values()})
                 self._log = _git("log", f"-{self._depth}", "--format=%H", "--", *paths).split()
             except (OSError, subprocess.CalledProcessError):
                 self._log = []
@@ -238,28 +246,35 @@ def _worker(spec: dict[str, object]) -> dict[str, str]:
     return compiled_ir(case, Tiling.from_dict(spec["config"]), loops, _formulas(module))  # type: ignore[arg-type]
 
 
-def _spawn(spec: dict[str, object]) -> subprocess.Popen[str]:
+@dataclass
+class _Worker:
+    proc: subprocess.Popen[str]
+    spec: Path  # the spec file it reads (the sources run to tens of KB: a file, not a pipe it waits on)
+
+
+def _spawn(spec: dict[str, object]) -> _Worker:
+    fd, name = tempfile.mkstemp(prefix="losstune-restamp-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(spec, f)
     env = {**os.environ, **_WORKER_ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tuner.restamp"],
+        [sys.executable, "-m", "tuner.restamp", name],
         cwd=ROOT,
         env=env,
-        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert proc.stdin is not None
-    proc.stdin.write(json.dumps(spec))
-    proc.stdin.close()
-    return proc
+    return _Worker(proc, Path(name))
 
 
-def _collect(proc: subprocess.Popen[str]) -> dict[str, str]:
-    assert proc.stdout is not None and proc.stderr is not None
-    out, err = proc.stdout.read(), proc.stderr.read()
-    if proc.wait() != 0:
-        last = err.strip().splitlines()[-1] if err.strip() else f"exit {proc.returncode}"
+def _collect(worker: _Worker) -> dict[str, str]:
+    try:
+        out, err = worker.proc.communicate()  # both pipes at once: a chatty stderr cannot stall it
+    finally:
+        worker.spec.unlink(missing_ok=True)
+    if worker.proc.returncode != 0:
+        last = err.strip().splitlines()[-1] if err.strip() else f"exit {worker.proc.returncode}"
         raise RuntimeError(f"compile worker failed: {last}")
     return json.loads(out)
 
@@ -318,8 +333,9 @@ class Comparer:
                 return Verdict.NO_PROBE, str(e)
             finally:
                 for w in workers:
-                    if w.poll() is None:
-                        w.kill()
+                    if w.proc.poll() is None:
+                        w.proc.kill()
+                    w.spec.unlink(missing_ok=True)
             if not new:
                 return Verdict.NO_PROBE, "the launch compiled no loop"
             if new.keys() != before.keys():
@@ -456,5 +472,5 @@ def format_outcomes(path: Path, outcomes: list[Outcome], dry_run: bool) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # a compile worker (Comparer): the spec on stdin, the IR as JSON on stdout
-    json.dump(_worker(json.load(sys.stdin)), sys.stdout)
+if __name__ == "__main__":  # a compile worker (Comparer): the spec file's path in argv, the IR as JSON on stdout
+    json.dump(_worker(json.loads(Path(sys.argv[1]).read_text())), sys.stdout)

@@ -18,7 +18,16 @@ from kernels.tiling import Tiling
 from tuner import cli
 from tuner.freeze import KEY_FIELDS, freeze, write_atomic
 from tuner.problems import Case
-from tuner.restamp import Sources, Verdict, host_tables, normalize_ir, restamp_table, tree_sources
+from tuner.restamp import (
+    GitHistory,
+    Sources,
+    Verdict,
+    git_sources,
+    host_tables,
+    normalize_ir,
+    restamp_table,
+    tree_sources,
+)
 from tuner.study import open_storage
 
 # The tail of cpu_loops' imports: an edit after it shifts every line below, as most edits do.
@@ -199,3 +208,15 @@ def test_a_transposed_entry_compiles_its_own_walk_and_restamps(tmp_path: Path) -
     assert outcome.verdict is Verdict.SAME, outcome.detail
     assert "1 loop(s)" in outcome.detail  # the one walk: kl_div narrow transposed[4096] parallel
     assert json.loads(path.read_text())["entries"][0]["kernel_hash"] == frozen.kernel_hash("cpu", "kl_div")
+
+
+def test_git_history_finds_the_revision_of_a_kernel_hash() -> None:
+    head = git_sources("HEAD")
+    if head is None:
+        pytest.skip("not a git checkout")
+    history = GitHistory()
+    for op in ("mse", "l1", "kl_div"):
+        found = history(op, head.kernel_hash(op), "unknown")  # no hint: the kernel files' log
+        assert found is not None and found.kernel_hash(op) == head.kernel_hash(op)
+    assert history("mse", "0" * 16, "HEAD") is None
+    assert git_sources("0" * 40) is None

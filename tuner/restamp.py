@@ -178,8 +178,7 @@ def normalize_ir(text: str) -> str:
 
 
 def _load(name: str, text: str) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
+    """``text`` run as the module ``name`` (a worker loads each of its two sources once)."""
     spec = importlib.util.spec_from_loader(name, loader=None)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
@@ -419,7 +418,7 @@ def restamp_table(
         outcomes.append(outcome)
         if progress:
             progress(outcome)
-    outcomes.extend(_common_outcomes(table, entries, current))
+    outcomes.extend(_common_outcomes(entries, current))
     if restamped and not dry_run:
         # Common configs are recomputed from the entries the way freeze does, so each takes the
         # hash of its example entry: current where that entry was restamped, stale where not.
@@ -431,7 +430,7 @@ def restamp_table(
     return outcomes
 
 
-def _common_outcomes(table: dict[str, object], entries: list[dict[str, object]], current: Sources) -> list[Outcome]:
+def _common_outcomes(entries: list[dict[str, object]], current: Sources) -> list[Outcome]:
     found = []
     for name, common in sorted(_best_common(entries).items()):
         now = current.kernel_hash(str(common.get("op")))

@@ -16,6 +16,7 @@ from kernels.modes import GradKind, Layout, Op, Reduction, Variant
 from kernels.tiling import Tiling
 from tuner.freeze import write_atomic
 from tuner.problems import Case, InputLayout
+from tuner.restamp import probe_case
 
 CONFIGS = Path(frozen.__file__).parent / "configs"
 
@@ -196,11 +197,8 @@ def test_every_shipped_config_is_in_its_space_and_current(path: Path, entry: dic
     names = backends.get(backend).facts().lookup_names if backends.probe(backend)[0] else ()
     if path.stem not in names:
         pytest.skip(f"{path} is for another device than this host's {backend}")
-    red = Reduction.NONE if entry["reduction_kind"] == "none" else Reduction.MEAN
-    dtype, shape, log = getattr(torch, str(entry["dtype"])), (1 << int(entry["bucket"]),), bool(entry.get("log_target"))
-    # The tuner's only sources of each planner layout (tuner.problems.InputLayout).
-    layout = {"contiguous": "contiguous", "strided": "broadcast", "transposed": "transposed"}[str(entry["layout"])]
-    case = Case(Op(entry["op"]), dtype, shape, red, log_target=log, layout=InputLayout(layout))
+    case = probe_case(entry, 1 << int(entry["bucket"]))  # the tuner's problem of the entry's kind
+    assert case is not None, entry["case"]
     g, x, t = case.inputs(backends.info(backend).device_type)
     with warnings.catch_warnings():
         warnings.simplefilter("error", frozen.FrozenConfigWarning)

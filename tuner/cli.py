@@ -91,6 +91,10 @@ def _parser() -> argparse.ArgumentParser:
     restamp.add_argument("tables", type=Path, nargs="*", help="CPU tables to check (default: those this host reads)")
     restamp.add_argument("--dry-run", action="store_true", help="report the verdicts, write nothing")
     restamp.add_argument("--storage", help="tuning storage whose studies follow (default the journal)")
+    restamp.add_argument(
+        "--target",
+        help="compile for this CPU instead of the host (znver3, znver4, sapphirerapids): restamps the tables it reads",
+    )
 
     bench = sub.add_parser("bench", help="tuned vs default vs vendor: median, spread, GB/s, %% roofline")
     _add_case_args(bench)
@@ -233,9 +237,10 @@ def _freeze(args: argparse.Namespace) -> int:
 
 def _restamp(args: argparse.Namespace) -> int:
     from kernels import frozen
-    from tuner.restamp import GitHistory, Outcome, format_outcomes, host_tables, restamp_table
+    from tuner.restamp import GitHistory, Outcome, format_outcomes, host_tables, restamp_table, target
 
-    paths = args.tables or [frozen.config_path("cpu", name) for name in host_tables()]
+    to = target(args.target) if args.target else None
+    paths = args.tables or [frozen.config_path("cpu", name) for name in host_tables(to)]
     history = GitHistory()
     for path in paths:
         if not path.exists():
@@ -247,7 +252,7 @@ def _restamp(args: argparse.Namespace) -> int:
             print(f"{path.name} {outcome.where}: {outcome.verdict.value} {outcome.label}", file=sys.stderr)
 
         outcomes = restamp_table(
-            path, dry_run=args.dry_run, storage=args.storage, find_sources=history, progress=progress
+            path, dry_run=args.dry_run, storage=args.storage, find_sources=history, progress=progress, to=to
         )
         print(format_outcomes(path, outcomes, args.dry_run))
     return 0

@@ -16,10 +16,15 @@ outlining), with names, string constants and comments taken out. Identical: the 
 a ``restamped`` note (from which hash, at which commit, compiled for which CPU); different: it
 stays stale, as before. The journal's study is updated to match, so a later ``freeze`` keeps it.
 
-What it proves is bounded by the host: the IR compared is what this host compiles (its vector
-tier and microarchitecture decide the module's constants and LLVM's choices), so it restamps only
-the tables this host reads; another tier's table needs a host of that tier (minutes, not the hours
-of a re-tune).
+What it proves is bounded by the CPU compiled for: the IR compared is what that CPU's vector tier
+and microarchitecture make of the code (they decide the module's feature gates and LLVM's
+choices), so by default it restamps only the tables this host reads. ``target`` compiles for
+another CPU instead, through numba's own cross-compilation switches (``NUMBA_CPU_NAME``,
+``NUMBA_CPU_FEATURES``), which the loops' feature gates and the device name follow
+(cpu_loops.target_features): an AVX-512 host can check the AVX2 tier's table for the CPU it was
+tuned on. The proof is that the old and the new source give the same IR for that CPU and those
+features; the probes run here (numba compiles a loop at its first call), so the target's features
+must be a subset of this host's.
 """
 
 from __future__ import annotations
@@ -56,6 +61,60 @@ _CASE_LAYOUT = {
     "strided": InputLayout.BROADCAST,
     "transposed": InputLayout.TRANSPOSED,
 }
+
+
+@dataclass(frozen=True)
+class Target:
+    """A CPU to compile for instead of the host: LLVM's name for it and the features numba is told
+    it has ("+avx2,+fma,-avx512f"), over LLVM's defaults for that name."""
+
+    cpu: str
+    features: str
+
+    def env(self) -> dict[str, str]:
+        return {"NUMBA_CPU_NAME": self.cpu, "NUMBA_CPU_FEATURES": self.features}
+
+    def impersonate(self) -> None:
+        """Make llvmlite report this CPU as the host, in this (worker) process: an old revision's
+        loops read their feature gates from llvmlite's host queries, not from numba's switches."""
+        from llvmlite import binding as llvm
+        from llvmlite.binding.targets import FeatureMap
+
+        features = FeatureMap()
+        features.update({f[1:]: f[0] == "+" for f in self.features.split(",") if len(f) > 1})
+        llvm.get_host_cpu_name = lambda: self.cpu
+        llvm.get_host_cpu_features = lambda: FeatureMap(features)
+
+
+# The features the loops' gates read (cpu_loops: avx512f, avx2 with fma, f16c, avx512bf16), for the
+# CPUs the shipped tables were tuned on: the AVX2 tier's Zen 3, the AVX-512 tier's Zen 4 and Xeon.
+TARGETS = {
+    "znver3": Target("znver3", "+avx2,+fma,+f16c,-avx512f,-avx512bf16"),
+    "znver4": Target("znver4", "+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512vl,+avx512dq,+avx512bf16"),
+    "sapphirerapids": Target("sapphirerapids", "+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512vl,+avx512dq,+avx512bf16"),
+}
+
+
+def target(name: str) -> Target:
+    """One of TARGETS by its CPU name, checked runnable here (runnable: see runnable_here)."""
+    if name not in TARGETS:
+        raise ValueError(f"target: expected one of {', '.join(TARGETS)}, got {name!r}")
+    return runnable_here(TARGETS[name])
+
+
+def runnable_here(to: Target) -> Target:
+    """``to`` where this host has every feature it names: a worker launches its probe problem to
+    compile it (numba compiles a loop at its first call), so the code must run here."""
+    from llvmlite import binding as llvm
+
+    host = llvm.get_host_cpu_features()
+    missing = [f[1:] for f in to.features.split(",") if f.startswith("+") and not host.get(f[1:], False)]
+    if missing:
+        raise ValueError(
+            f"target: expected a CPU whose features this host has (its probes run here), got {to.cpu}"
+            f" with {', '.join(missing)}, which this host lacks"
+        )
+    return to
 
 
 class Verdict(str, Enum):
@@ -235,6 +294,8 @@ _WORKER_ENV = {"PYTHONHASHSEED": "0"}
 
 def _worker(spec: dict[str, object]) -> dict[str, str]:
     """One side's compile, in this (fresh) process: the spec's sources loaded under fixed names."""
+    if spec.get("target"):
+        Target(**spec["target"]).impersonate()  # type: ignore[arg-type]
     sources = spec["sources"]
     assert isinstance(sources, dict)
     loops = _load("kernels.backends._restamp_cpu_loops", str(sources["loops"]))
@@ -251,11 +312,18 @@ class _Worker:
     spec: Path  # the spec file it reads (the sources run to tens of KB: a file, not a pipe it waits on)
 
 
-def _spawn(spec: dict[str, object]) -> _Worker:
+def _worker_env(to: Target | None) -> dict[str, str]:
+    env = {**os.environ, **_WORKER_ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    for key in Target("", "").env():
+        env.pop(key, None)  # the parent's own cross-compile settings never leak into a host compile
+    return env | (to.env() if to else {})
+
+
+def _spawn(spec: dict[str, object], to: Target | None = None) -> _Worker:
     fd, name = tempfile.mkstemp(prefix="losstune-restamp-", suffix=".json")
     with os.fdopen(fd, "w") as f:
         json.dump(spec, f)
-    env = {**os.environ, **_WORKER_ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = _worker_env(to)
     proc = subprocess.Popen(
         [sys.executable, "-m", "tuner.restamp", name],
         cwd=ROOT,
@@ -286,8 +354,9 @@ class Comparer:
     """An old revision against the tree, one compile key at a time: entries that launch the same
     loops with the same argument types share one comparison (two worker processes, side by side)."""
 
-    def __init__(self, tree: Sources) -> None:
+    def __init__(self, tree: Sources, to: Target | None = None) -> None:
         self._tree = tree
+        self._target = to
         self._cache: dict[tuple[object, ...], tuple[Verdict, str]] = {}
 
     def compare(self, entry: dict[str, object], old: Sources) -> tuple[Verdict, str]:
@@ -319,11 +388,12 @@ class Comparer:
         each side reproduced exactly, is a change."""
         op = str(entry["op"])
         probe = {"op": op, "entry": entry, "numel": numel, "config": config.to_dict()}
+        probe["target"] = dataclasses.asdict(self._target) if self._target else None
         now: dict[str, set[str]] = {}
         then: dict[str, set[str]] = {}
         for attempt in range(1, ATTEMPTS + 1):
             workers = [
-                _spawn(probe | {"sources": {"loops": side.loops, "ops": {op: side.ops[op]}}})
+                _spawn(probe | {"sources": {"loops": side.loops, "ops": {op: side.ops[op]}}}, self._target)
                 for side in (self._tree, old)
             ]
             try:
@@ -359,9 +429,18 @@ def _entry_label(entry: dict[str, object]) -> str:
     return f"{entry.get('op')}{log} {entry.get('dtype')} 2^{entry.get('bucket')} {grad} {layout}"
 
 
-def host_tables() -> tuple[str, ...]:
-    """The CPU tables this host reads (its chip's, its tier's): the ones it can restamp."""
-    return backends.get("cpu").facts().lookup_names
+def host_tables(to: Target | None = None) -> tuple[str, ...]:
+    """The CPU tables this host reads (its chip's, its tier's), or a host of CPU ``to`` would read
+    (asked of a worker compiling for it): the ones a restamp can check."""
+    if to is None:
+        return backends.get("cpu").facts().lookup_names
+    code = "import json; from tuner.restamp import host_tables; print(json.dumps(host_tables()))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=_worker_env(to), capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"target {to.cpu}: no device name ({done.stderr.strip().splitlines()[-1:]})")
+    return tuple(json.loads(done.stdout))
 
 
 def restamp_table(
@@ -372,19 +451,23 @@ def restamp_table(
     find_sources: Callable[[str, str, str], Sources | None] | None = None,
     tree: Sources | None = None,
     progress: Callable[[Outcome], None] | None = None,
+    to: Target | None = None,
 ) -> list[Outcome]:
     """Check every stale entry of the CPU table at ``path``; unless ``dry_run``, write the table
     with the SAME ones restamped (atomically; untouched where none is) and update their studies
     in ``storage`` (the journal by default) where the study's decision is that entry's.
 
     ``find_sources(op, kernel_hash, commit_hint)``: the revision an entry was tuned on (default:
-    git history); ``tree``: the sources to compare against (default: the working tree)."""
+    git history); ``tree``: the sources to compare against (default: the working tree); ``to``:
+    the CPU to compile for (default: this host), whose tables the table must be one of."""
     if path.parent.name != "cpu":
         raise ValueError(f"table: expected a CPU table (kernels/configs/cpu/<device>.json), got {path}")
-    if path.stem not in host_tables():
+    readable = host_tables(to)
+    if path.stem not in readable:
+        who = f"target {to.cpu}" if to else "this host"
         raise ValueError(
-            f"table: this host compiles for {', '.join(host_tables())} and can only restamp those tables;"
-            f" got {path.stem} (run restamp on a host that reads it)"
+            f"table: {who} compiles for {', '.join(readable)} and can only restamp those tables;"
+            f" got {path.stem} (run restamp on a host that reads it, or with --target its CPU)"
         )
     try:
         table = json.loads(path.read_text())
@@ -394,8 +477,8 @@ def restamp_table(
         raise ValueError(f"table: expected schema_version {frozen.SCHEMA_VERSION} with entries, got {path}")
     find = find_sources or GitHistory()
     current = tree or tree_sources()
-    comparer = Comparer(current)
-    chip = backends.get("cpu").facts().lookup_names[0]
+    comparer = Comparer(current, to)
+    chip = readable[0]
     outcomes: list[Outcome] = []
     entries: list[dict[str, object]] = table["entries"]
     restamped: list[dict[str, object]] = []

@@ -10,7 +10,6 @@ from types import ModuleType
 
 import numpy as np
 import torch
-from llvmlite import binding as llvm
 
 from kernels.backends import cpu_loops, slug
 from kernels.executor import Executor, Formula
@@ -68,10 +67,11 @@ def host_isa() -> str:
     differ by it (the register transposes' width, the gather's lanes, the ldexp), and so do the
     best configs, since the vector width sets how much arithmetic a tile's bytes carry (the
     exp-bound KL log_target loops run the three-powers ldexp without AVX-512). A config tuned on
-    one tier says nothing about the other; results/performance.md, section 29. The host's
-    features, not the LOSSTUNE_CPU_* switches: those are for testing the portable builds, not for
-    naming a machine."""
-    features = llvm.get_host_cpu_features()
+    one tier says nothing about the other; results/performance.md, section 29. The features numba
+    compiles for (cpu_loops.target_features: the host's, or a NUMBA_CPU_FEATURES cross-compile's),
+    not the LOSSTUNE_CPU_* switches: those are for testing the portable builds, not for naming a
+    machine."""
+    features = cpu_loops.target_features()
     if features.get("avx512f", False):
         return "avx512"
     if features.get("avx2", False) and features.get("fma", False):
@@ -83,7 +83,7 @@ def microarch() -> str:
     """The CPU's microarchitecture as LLVM names it, the one numba compiles the loops for (``znver4``,
     ``sapphirerapids``); empty where LLVM knows it only as ``generic``. Not /proc/cpuinfo's model
     name: a VM often says only ``AMD EPYC`` there, for a Zen 3 and a Zen 4 alike."""
-    name = slug(llvm.get_host_cpu_name())
+    name = slug(cpu_loops.target_cpu())
     return "" if name == "generic" else name
 
 

@@ -89,6 +89,54 @@ def _select(pick: np.uint32, a: np.uint32, b: np.uint32) -> np.uint32:
     return (a & mask) | (b & ~mask)
 
 
+def target_cpu() -> str:
+    """The CPU numba compiles for, as LLVM names it: ``NUMBA_CPU_NAME`` where set (numba's own
+    cross-compilation switch, which tuner.restamp's ``--target`` sets), else the host's."""
+    return numba.core.config.CPU_NAME or llvm.get_host_cpu_name()
+
+
+def target_features() -> dict[str, bool]:
+    """The CPU features numba compiles for, read the way numba reads them: ``NUMBA_CPU_FEATURES``
+    ("+avx2,-avx512f") where set, else the host's, less AVX under ``NUMBA_ENABLE_AVX=0``. Every
+    feature gate of these loops (and the backend's device name) reads these, so the code paths
+    always match the instructions LLVM may use: a cross-compile takes the target's paths, and
+    never emits an intrinsic the target lacks."""
+    config = numba.core.config
+    if config.CPU_FEATURES is not None:
+        flags = (f.strip() for f in config.CPU_FEATURES.split(","))
+        return {f[1:]: f[0] == "+" for f in flags if len(f) > 1 and f[0] in "+-"}
+    features = dict(llvm.get_host_cpu_features())
+    return {k: v and (config.ENABLE_AVX or not k.startswith("avx")) for k, v in features.items()}
+
+
+def _host_has(feature: str, switch: str) -> bool:
+    """Whether the CPU numba compiles for (target_features) has an LLVM CPU ``feature``; the
+    environment variable ``switch`` set to 0 says no, so the portable build can be run and tested
+    on any host."""
+    if os.environ.get(switch, "1") == "0":
+        return False
+    return bool(target_features().get(feature, False))
+
+
+class _BFloat(ir.types._BaseFloatType):
+    """LLVM's ``bfloat``, which llvmlite's IR builder does not name (its float types' own base)."""
+
+    null = "0.0"
+    intrinsic_name = "bf16"
+
+    def __str__(self) -> str:
+        return "bfloat"
+
+
+_BFloat._create_instance()
+# AVX512-BF16 (Zen 4, Sapphire Rapids): LLVM lowers ``fptrunc float to bfloat`` to one
+# vcvtneps2bf16 per vector (_f32_to_bf16_hw), where _f32_to_bf16's rounding is eight operations
+# and a vpmovdw.
+# That was the difference between the bfloat16 and float16 exp loops on a Zen 4: 1.37-1.46x at
+# 2^24 (results/performance.md, section 34).
+HAS_BF16 = _host_has("avx512bf16", "LOSSTUNE_CPU_BF16")
+
+
 @intrinsic
 def _f32_to_bf16(typingctx, f):
     """float32 -> bfloat16 bits, round to nearest even; NaN stays a quiet NaN (sign, payload kept).
@@ -108,6 +156,33 @@ def _f32_to_bf16(typingctx, f):
         return builder.trunc(bits, ir.IntType(16))
 
     return types.uint16(types.float32), codegen
+
+
+@intrinsic
+def _f32_to_bf16_hw(typingctx, f):
+    """LLVM's float -> bfloat (``fptrunc``): one vcvtneps2bf16 per vector with AVX512-BF16, the same
+    bits as _f32_to_bf16 for every input, NaN included (tests/kernels/test_cpu_conversions.py).
+
+    vcvtneps2bf16 treats subnormal inputs as zero. Those lanes (exponent field 0, zeros included)
+    get 2^-126 with their sign added first: exact, into the binade [2^-126, 2^-125), whose bfloat16
+    quantum is the subnormals' own 2^-133, so the one rounding is the same; taking 0x80 off the
+    bits undoes the add. Only used where the host has AVX512-BF16: elsewhere LLVM would call a
+    compiler-rt helper that numba's JIT does not link.
+    """
+    if f != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        u = builder.bitcast(args[0], _I32)
+        tiny = builder.icmp_unsigned("==", builder.and_(u, ir.Constant(_I32, 0x7F800000)), ir.Constant(_I32, 0))
+        lifted = builder.select(tiny, builder.add(u, ir.Constant(_I32, 0x00800000)), u)
+        bits = builder.bitcast(builder.fptrunc(builder.bitcast(lifted, ir.FloatType()), _BFloat()), ir.IntType(16))
+        return builder.select(tiny, builder.sub(bits, ir.Constant(ir.IntType(16), 0x80)), bits)
+
+    return types.uint16(types.float32), codegen
+
+
+_bf16_narrow = _f32_to_bf16_hw if HAS_BF16 else _f32_to_bf16
 
 
 _TO_INF = np.float32(2.0**112)
@@ -132,14 +207,6 @@ def _f32_to_f16(f: np.float32) -> np.int16:
     nonsign = ((bits >> np.uint32(13)) & np.uint32(0x7C00)) + (bits & np.uint32(0x0FFF))
     o = _select(shl1 > np.uint32(0xFF000000), np.uint32(0x7E00), nonsign)
     return np.int16(np.uint16((o | (sign >> np.uint32(16))) & np.uint32(0xFFFF)))
-
-
-def _host_has(feature: str, switch: str) -> bool:
-    """Whether the host numba compiles for has an LLVM CPU ``feature``; the environment variable
-    ``switch`` set to 0 says no, so the portable build can be run and tested on any host."""
-    if os.environ.get(switch, "1") == "0":
-        return False
-    return bool(llvm.get_host_cpu_features().get(feature, False))
 
 
 HAS_F16C = _host_has("f16c", "LOSSTUNE_CPU_F16C")  # vcvtph2ps / vcvtps2ph
@@ -415,7 +482,7 @@ def _transpose_bytes() -> int:
     everywhere."""
     forced = os.environ.get("LOSSTUNE_CPU_TRANSPOSE_BYTES")
     if forced is None:
-        return LINE if llvm.get_host_cpu_features().get("avx512f", False) else LINE // 2
+        return LINE if target_features().get("avx512f", False) else LINE // 2
     if forced not in (str(LINE), str(LINE // 2)):
         raise ValueError(f"LOSSTUNE_CPU_TRANSPOSE_BYTES: expected {LINE} or {LINE // 2}, got {forced!r}")
     return int(forced)
@@ -752,7 +819,7 @@ def _store_impl(a, i, v):
     if a.dtype == types.uint16:
 
         def store_bf16(a, i, v):
-            a[i] = _f32_to_bf16(v)
+            a[i] = _bf16_narrow(v)
 
         return store_bf16
     if a.dtype == types.int16:

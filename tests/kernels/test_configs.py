@@ -11,6 +11,7 @@ import kernels
 from kernels import backends, tiling
 from kernels.modes import Variant
 from kernels.tiling import DeviceFacts, Tiling, cpu_space, cuda_space, npu_space
+from tests.helpers import run_fresh
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -182,7 +183,7 @@ def test_the_cpu_device_name_carries_the_vector_tier_from_mocked_llvm_features(
     vector tier, so an AVX2 host never takes configs tuned where the table walk and 512-bit loops ran."""
     from kernels.backends import cpu
 
-    monkeypatch.setattr(cpu.llvm, "get_host_cpu_features", lambda: features)
+    monkeypatch.setattr(cpu.cpu_loops.llvm, "get_host_cpu_features", lambda: features)
     assert cpu.host_isa() == tier
     assert cpu.device_name("x86_64", 2) == (f"x86_64-{tier}-2t" if tier else "x86_64-2t")
 
@@ -194,8 +195,8 @@ def test_the_cpu_table_scope_names_the_device_by_tier_or_chip_and_reads_both(
     to write the chip's; lookups read the chip's first either way."""
     from kernels.backends import cpu
 
-    monkeypatch.setattr(cpu.llvm, "get_host_cpu_features", lambda: {"avx512f": True})
-    monkeypatch.setattr(cpu.llvm, "get_host_cpu_name", lambda: "znver4")
+    monkeypatch.setattr(cpu.cpu_loops.llvm, "get_host_cpu_features", lambda: {"avx512f": True})
+    monkeypatch.setattr(cpu.cpu_loops.llvm, "get_host_cpu_name", lambda: "znver4")
     both = ("x86_64-avx512-znver4-2t", "x86_64-avx512-2t")
     monkeypatch.delenv(cpu.SCOPE_ENV, raising=False)
     assert cpu.cpu_facts("x86_64", 2) == DeviceFacts("cpu", "x86_64-avx512-2t", 2, tables=both)
@@ -205,7 +206,7 @@ def test_the_cpu_table_scope_names_the_device_by_tier_or_chip_and_reads_both(
     monkeypatch.setenv(cpu.SCOPE_ENV, "chip")
     with pytest.raises(ValueError, match="LOSSTUNE_CPU_TABLE_SCOPE: expected one of tier, microarch, got 'chip'"):
         cpu.cpu_facts("x86_64", 2)
-    monkeypatch.setattr(cpu.llvm, "get_host_cpu_name", lambda: "generic")  # no chip known: the tier alone
+    monkeypatch.setattr(cpu.cpu_loops.llvm, "get_host_cpu_name", lambda: "generic")  # no chip known: the tier alone
     monkeypatch.delenv(cpu.SCOPE_ENV)
     assert cpu.cpu_facts("x86_64", 2).lookup_names == ("x86_64-avx512-2t",)
 
@@ -218,3 +219,16 @@ def test_this_hosts_cpu_device_name_is_its_tier_and_threads() -> None:
     name = backends.get("cpu").facts().name
     assert name == cpu.device_name(platform.machine(), cpu_loops.max_threads())
     assert name.endswith(f"-{cpu_loops.max_threads()}t") and (not cpu.host_isa() or f"-{cpu.host_isa()}-" in name)
+
+
+def test_the_loops_gates_and_the_device_name_follow_numbas_cross_compile_switches() -> None:
+    """NUMBA_CPU_NAME / NUMBA_CPU_FEATURES make numba compile for another CPU; the loops' feature
+    gates and the device name must follow them (tuner.restamp --target relies on it), not the host."""
+    code = (
+        "from kernels.backends import cpu, cpu_loops as L\n"
+        "print(L.target_cpu(), cpu.host_isa(), L.HAS_BF16, L.HAS_SCALEF, L.HAS_F16C, L.TRANSPOSE_BYTES)\n"
+    )
+    env = {"NUMBA_CPU_NAME": "znver3", "NUMBA_CPU_FEATURES": "+avx2,+fma,+f16c,-avx512f,-avx512bf16"}
+    assert run_fresh(code, env) == "znver3 avx2 False False True 32"
+    env = {"NUMBA_CPU_NAME": "znver4", "NUMBA_CPU_FEATURES": "+avx2,+fma,+avx512f,+avx512bf16,-f16c"}
+    assert run_fresh(code, env) == "znver4 avx512 True True False 64"

@@ -13,19 +13,23 @@ import pytest
 import torch
 
 from kernels import frozen, tiling
+from kernels.backends import cpu_loops
 from kernels.modes import Op, Reduction, Variant
 from kernels.tiling import Tiling
 from tuner import cli
 from tuner.freeze import KEY_FIELDS, freeze, write_atomic
 from tuner.problems import Case
 from tuner.restamp import (
+    TARGETS,
     GitHistory,
     Sources,
+    Target,
     Verdict,
     git_sources,
     host_tables,
     normalize_ir,
     restamp_table,
+    runnable_here,
     tree_sources,
 )
 from tuner.study import open_storage
@@ -220,3 +224,41 @@ def test_git_history_finds_the_revision_of_a_kernel_hash() -> None:
         assert found is not None and found.kernel_hash(op) == head.kernel_hash(op)
     assert history("mse", "0" * 16, "HEAD") is None
     assert git_sources("0" * 40) is None
+
+
+# The bfloat16 store's gate in cpu_loops: vcvtneps2bf16 where the CPU compiled for has AVX512-BF16.
+BF16_GATE = 'HAS_BF16 = _host_has("avx512bf16", "LOSSTUNE_CPU_BF16")'
+
+
+def test_a_target_cpu_restamps_where_the_edit_is_behind_a_feature_it_lacks(tmp_path: Path) -> None:
+    """An "old revision" without the AVX512-BF16 store: compiled for the AVX2 tier's Zen 3 the
+    bfloat16 loops are as before, so that tier's table restamps from this host; compiled for this
+    host they are as before only where it lacks AVX512-BF16."""
+    try:
+        znver3 = runnable_here(TARGETS["znver3"])
+    except ValueError as e:
+        pytest.skip(str(e))
+    tree = tree_sources()
+    assert BF16_GATE in tree.loops
+    old = Sources("no-bf16", tree.loops.replace(BF16_GATE, "HAS_BF16 = False"), tree.ops)
+    entry = _mse_entry(CONFIG, old.kernel_hash("mse")) | {"dtype": "bfloat16"}
+    names = host_tables(znver3)
+    assert names[0].split("-")[1:3] == ["avx2", "znver3"] and names[1].split("-")[1] == "avx2", names
+    avx2 = frozen.config_path("cpu", names[-1], tmp_path)
+    write_atomic(avx2, {"schema_version": frozen.SCHEMA_VERSION, "entries": [entry], "common": {}})
+    journal = str(tmp_path / "j.log")
+    outcomes = restamp_table(avx2, storage=journal, find_sources=lambda op, h, c: old, to=znver3)
+    (outcome,) = [o for o in outcomes if o.where.startswith("entries")]
+    assert outcome.verdict is Verdict.SAME, outcome.detail
+    assert json.loads(avx2.read_text())["entries"][0]["restamped"]["compiled_for"] == names[0]
+    here = _table(tmp_path, [entry])
+    outcomes = restamp_table(here, storage=journal, find_sources=lambda op, h, c: old)
+    (outcome,) = [o for o in outcomes if o.where.startswith("entries")]
+    assert outcome.verdict is (Verdict.CHANGED if cpu_loops.HAS_BF16 else Verdict.SAME), outcome.detail
+
+
+def test_a_target_with_features_this_host_lacks_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ValueError, match="got imaginary with no-such-feature, which this host lacks"):
+        runnable_here(Target("imaginary", "+no-such-feature,-avx512f"))
+    assert cli.main(["restamp", "--dry-run", "--target", "pentium"]) == 2
+    assert "target: expected one of znver3, znver4, sapphirerapids, got 'pentium'" in capsys.readouterr().err

@@ -40,6 +40,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
+from functools import cache
 from pathlib import Path
 from types import ModuleType
 
@@ -63,6 +64,10 @@ _CASE_LAYOUT = {
 }
 
 
+# numba's cross-compilation switches: the CPU it compiles for and that CPU's features.
+_TARGET_VARS = ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")
+
+
 @dataclass(frozen=True)
 class Target:
     """A CPU to compile for instead of the host: LLVM's name for it and the features numba is told
@@ -72,7 +77,11 @@ class Target:
     features: str
 
     def env(self) -> dict[str, str]:
-        return {"NUMBA_CPU_NAME": self.cpu, "NUMBA_CPU_FEATURES": self.features}
+        return dict(zip(_TARGET_VARS, (self.cpu, self.features), strict=True))
+
+    def flags(self) -> dict[str, bool]:
+        """The features by name: on ("+") or off ("-")."""
+        return {f[1:]: f[0] == "+" for f in self.features.split(",") if len(f) > 1 and f[0] in "+-"}
 
     def impersonate(self) -> None:
         """Make llvmlite report this CPU as the host, in this (worker) process: an old revision's
@@ -81,7 +90,7 @@ class Target:
         from llvmlite.binding.targets import FeatureMap
 
         features = FeatureMap()
-        features.update({f[1:]: f[0] == "+" for f in self.features.split(",") if len(f) > 1})
+        features.update(self.flags())
         llvm.get_host_cpu_name = lambda: self.cpu
         llvm.get_host_cpu_features = lambda: FeatureMap(features)
 
@@ -108,7 +117,7 @@ def runnable_here(to: Target) -> Target:
     from llvmlite import binding as llvm
 
     host = llvm.get_host_cpu_features()
-    missing = [f[1:] for f in to.features.split(",") if f.startswith("+") and not host.get(f[1:], False)]
+    missing = [name for name, on in to.flags().items() if on and not host.get(name, False)]
     if missing:
         raise ValueError(
             f"target: expected a CPU whose features this host has (its probes run here), got {to.cpu}"
@@ -314,7 +323,7 @@ class _Worker:
 
 def _worker_env(to: Target | None) -> dict[str, str]:
     env = {**os.environ, **_WORKER_ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    for key in Target("", "").env():
+    for key in _TARGET_VARS:
         env.pop(key, None)  # the parent's own cross-compile settings never leak into a host compile
     return env | (to.env() if to else {})
 
@@ -432,8 +441,12 @@ def _entry_label(entry: dict[str, object]) -> str:
 def host_tables(to: Target | None = None) -> tuple[str, ...]:
     """The CPU tables this host reads (its chip's, its tier's), or a host of CPU ``to`` would read
     (asked of a worker compiling for it): the ones a restamp can check."""
-    if to is None:
-        return backends.get("cpu").facts().lookup_names
+    return backends.get("cpu").facts().lookup_names if to is None else _target_tables(to)
+
+
+@cache
+def _target_tables(to: Target) -> tuple[str, ...]:
+    """host_tables for a target: one worker start per target (the CLI and each table ask)."""
     code = "import json; from tuner.restamp import host_tables; print(json.dumps(host_tables()))"
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=_worker_env(to), capture_output=True, text=True, check=False

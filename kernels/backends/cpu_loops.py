@@ -131,9 +131,8 @@ class _BFloat(ir.types._BaseFloatType):
 _BFloat._create_instance()
 # AVX512-BF16 (Zen 4, Sapphire Rapids): LLVM lowers ``fptrunc float to bfloat`` to one
 # vcvtneps2bf16 per vector (_f32_to_bf16_hw), where _f32_to_bf16's rounding is eight operations
-# and a vpmovdw.
-# That was the difference between the bfloat16 and float16 exp loops on a Zen 4: 1.37-1.46x at
-# 2^24 (results/performance.md, section 34).
+# and a vpmovdw. On a Zen 4 that took the bfloat16 exp loop to 1.41-1.43x float16's time at 2^24;
+# with it, 1.01-1.02x (results/performance.md, section 34).
 HAS_BF16 = _host_has("avx512bf16", "LOSSTUNE_CPU_BF16")
 
 

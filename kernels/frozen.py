@@ -63,7 +63,9 @@ def code_hash(source: str) -> str:
 
 def kernel_files(backend: str, op: str) -> tuple[str, str]:
     """The sources a config's kernel hash covers, relative to the kernels package: the backend's
-    loops, then the op's module."""
+    loops, then the op's module. Not kernels/scalar.py: no kernel compiles its bodies (the CPU
+    loops overload each helper with their own code, and the Triton loops have their own formula),
+    so what a formula's ``fma`` or ``ldexp`` becomes is in the loops' source."""
     return _KERNEL_SOURCES.get(backend, _TRITON_SOURCE), f"ops/{op}.py"
 
 

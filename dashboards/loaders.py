@@ -232,7 +232,7 @@ def load_bench(path: Path | str = "results/bench") -> pd.DataFrame:
 def goal_misses(bench: pd.DataFrame) -> pd.DataFrame:
     """Every performance goal a machine's bench report misses (tuner.goals), machine first; empty
     when there is no report. A report without the fields the goals read is left out, with a warning."""
-    columns = ["machine", "commit", "op", "dtype", "what", "measured", "goal"]
+    columns = ["machine", "commit", "op", "dtype", "what", "measured", "goal", "detail"]
     if bench.empty:
         return pd.DataFrame(columns=columns)
     rows = []

@@ -59,10 +59,22 @@ class Miss:
     what: str  # "roofline full 2^24", "transposed 0-d 2^22", ...
     measured: float
     goal: str  # ">= 90%", "<= 1.5x", ...
+    # A roofline miss: the kernel's and the copy's GB/s in the row's rounds (reports that have them),
+    # so a miss from a slower kernel reads apart from one against a faster copy.
+    detail: str = ""
 
     def line(self) -> str:
         value = f"{self.measured:.0f}%" if self.what.startswith("roofline") else f"{self.measured:.2f}x"
-        return f"{self.op} {self.dtype} {self.what}: {value} (goal {self.goal})"
+        detail = f"; {self.detail}" if self.detail else ""
+        return f"{self.op} {self.dtype} {self.what}: {value} (goal {self.goal}{detail})"
+
+
+def _bandwidths(row: Mapping[str, object]) -> str:
+    # A report read through pandas (the dashboard) has NaN where one machine's rows lack a field.
+    kernel, copy = (float(row.get(k, "nan")) for k in ("gbps", "copy_gbps"))
+    if kernel != kernel or copy != copy:
+        return ""
+    return f"kernel {kernel:.1f} GB/s, copy {copy:.1f} GB/s"
 
 
 @dataclass(frozen=True)
@@ -131,7 +143,8 @@ def evaluate(rows: Sequence[Mapping[str, object]]) -> tuple[list[GoalRow], list[
                 roofline[(grad, numel)] = float(r["roofline_pct"])
                 if roofline[(grad, numel)] < ROOFLINE_PCT[dtype]:
                     what = f"roofline {grad} {_pow2(numel)}"
-                    misses.append(Miss(op, dtype, what, roofline[(grad, numel)], f">= {ROOFLINE_PCT[dtype]:.0f}%"))
+                    goal = f">= {ROOFLINE_PCT[dtype]:.0f}%"
+                    misses.append(Miss(op, dtype, what, roofline[(grad, numel)], goal, _bandwidths(r)))
             if case != "contiguous" and float(r["contiguous_s"]) > 0:
                 layout[(case, grad)] = tuned / float(r["contiguous_s"])
                 if layout[(case, grad)] > LAYOUT_RATIO:

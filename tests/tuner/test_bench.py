@@ -43,6 +43,11 @@ def test_layout_rows_are_judged_against_a_partner_timed_beside_them(monkeypatch:
     assert [r.case for r in rows] == ["contiguous", "broadcast", "transposed"]
     assert rows[0].contiguous_s == 0.0 and all(r.contiguous_s > 0 for r in rows[1:])
     # The printed ratio is over the partner of the row's own rounds, not over the contiguous row.
-    line = next(ln for ln in bench.format_report(rows).splitlines() if "transposed (" in ln)
+    text = bench.format_report(rows).splitlines()
+    line = next(ln for ln in text if "transposed (" in ln)
     assert f"({rows[2].tuned_s / rows[2].contiguous_s:.2f}x)" in line
+    # The copy's GB/s stands beside the kernel's, in the column the header names.
+    at = text[0].index("copy GB/s")  # columns are aligned: a cell starts where its header does
+    assert text[0][:at].split()[-1] == "GB/s" and text[0][at:].split()[2] == "roofline"
+    assert text[1][at:].split()[:2] == [f"{rows[0].copy_gbps:.1f}", f"{rows[0].roofline_pct:.0f}%"]
     assert bench.bench_case(transposed, "cpu", min_time_s=0.001, rounds=1, partner=L1).contiguous_s > 0

@@ -78,6 +78,21 @@ def test_each_goal_names_the_row_that_misses_it(row: dict[str, object], what: st
     assert miss.line().startswith(f"mse {row['dtype']} {what}: ") and "(goal " in miss.line()
 
 
+def test_a_roofline_miss_gives_the_kernels_and_the_copys_bandwidth_where_the_report_has_them() -> None:
+    """The same 44% is a slower kernel or a faster copy: the line says which (report.json rows carry
+    gbps and copy_gbps from their own rounds; older reports have neither, and their line none)."""
+    fast_copy = _row("float16", reduction="mean", roofline_pct=43.7, gbps=37.44, copy_gbps=85.66)
+    (miss,) = evaluate([*_met(), fast_copy])[1]
+    assert miss.detail == "kernel 37.4 GB/s, copy 85.7 GB/s"
+    assert miss.line() == "mse float16 roofline 0-d 2^24: 44% (goal >= 80%; kernel 37.4 GB/s, copy 85.7 GB/s)"
+    (bare,) = evaluate([*_met(), _row("float16", reduction="mean", roofline_pct=43.7)])[1]
+    assert bare.detail == "" and bare.line() == "mse float16 roofline 0-d 2^24: 44% (goal >= 80%)"
+    # Only roofline misses carry it: a transposed row's ratio is over its partner, not a copy.
+    layout = _row(numel=2**22, case="transposed", tuned_s=1.6, contiguous_s=1.0, gbps=1.0, copy_gbps=2.0)
+    (ratio,) = evaluate([*_met(), layout])[1]
+    assert ratio.detail == ""
+
+
 def test_a_below_roofline_row_under_the_large_size_is_no_miss() -> None:
     """The roofline goal is for 2^24 elements and up; smaller rows sit in the cache."""
     assert evaluate([*_met(), _row(numel=2**22, roofline_pct=20.0)])[1] == []
@@ -101,7 +116,14 @@ def test_goals_cli_prints_the_table_and_fails_on_a_miss_only_when_asked(
     capsys.readouterr()
     assert main(["goals", "--fail-on-miss", "--json", str(bad)]) == 1
     (miss,) = json.loads(capsys.readouterr().out)[str(bad)]
-    assert miss == {"op": "mse", "dtype": "float32", "what": "roofline full 2^24", "measured": 50.0, "goal": ">= 90%"}
+    assert miss == {
+        "op": "mse",
+        "dtype": "float32",
+        "what": "roofline full 2^24",
+        "measured": 50.0,
+        "goal": ">= 90%",
+        "detail": "",  # these hand-written rows carry no GB/s
+    }
 
 
 def test_goals_cli_refuses_a_file_that_is_not_a_report_before_printing_any(

@@ -80,8 +80,10 @@ class Target:
         return dict(zip(_TARGET_VARS, (self.cpu, self.features), strict=True))
 
     def flags(self) -> dict[str, bool]:
-        """The features by name: on ("+") or off ("-")."""
-        return {f[1:]: f[0] == "+" for f in self.features.split(",") if len(f) > 1 and f[0] in "+-"}
+        """The features by name: on ("+") or off ("-"), parsed as numba's switch is."""
+        from kernels.backends.cpu_loops import parse_features
+
+        return parse_features(self.features)
 
     def impersonate(self) -> None:
         """Make llvmlite report this CPU as the host, in this (worker) process: an old revision's

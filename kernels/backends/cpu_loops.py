@@ -95,6 +95,13 @@ def target_cpu() -> str:
     return numba.core.config.CPU_NAME or llvm.get_host_cpu_name()
 
 
+def parse_features(text: str) -> dict[str, bool]:
+    """LLVM's feature string, as ``NUMBA_CPU_FEATURES`` takes it ("+avx2,-avx512f"): each feature
+    by name, on ("+") or off ("-"). tuner.restamp's targets are written in it too."""
+    flags = (f.strip() for f in text.split(","))
+    return {f[1:]: f[0] == "+" for f in flags if len(f) > 1 and f[0] in "+-"}
+
+
 def target_features() -> dict[str, bool]:
     """The CPU features numba compiles for, read the way numba reads them: ``NUMBA_CPU_FEATURES``
     ("+avx2,-avx512f") where set, else the host's, less AVX under ``NUMBA_ENABLE_AVX=0``. Every
@@ -103,8 +110,7 @@ def target_features() -> dict[str, bool]:
     never emits an intrinsic the target lacks."""
     config = numba.core.config
     if config.CPU_FEATURES is not None:
-        flags = (f.strip() for f in config.CPU_FEATURES.split(","))
-        return {f[1:]: f[0] == "+" for f in flags if len(f) > 1 and f[0] in "+-"}
+        return parse_features(config.CPU_FEATURES)
     features = dict(llvm.get_host_cpu_features())
     return {k: v and (config.ENABLE_AVX or not k.startswith("avx")) for k, v in features.items()}
 

@@ -33,6 +33,8 @@ class Tiling:
     multibuffer: bool = False  # npu only: double-buffer the UB so copy-in overlaps compute
     prefetch: int = 0  # cpu only: a block prefetches the input lines this many tiles ahead (0: none)
     stream: bool = False  # cpu only: out is stored through an L1 buffer as whole non-temporal lines
+    # cpu only, the transposed walk: bytes per row of its register transposes (0: the host's vector)
+    transpose_row: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {**dataclasses.asdict(self), "variant": self.variant.value}
@@ -59,6 +61,8 @@ class Tiling:
             parts.append(f"prefetch={self.prefetch}")
         if self.stream:
             parts.append("stream")
+        if self.transpose_row:
+            parts.append(f"row={self.transpose_row}B")
         return " ".join(parts)
 
 
@@ -207,12 +211,19 @@ CPU_STREAM_OUT_BYTES = 1 << 24
 
 
 def cpu_transposed_space(
-    facts: DeviceFacts, numel: int, out_bytes: int, tiles: tuple[int, ...] = (CPU_TRANSPOSED_TILE,)
+    facts: DeviceFacts,
+    numel: int,
+    out_bytes: int,
+    tiles: tuple[int, ...] = (CPU_TRANSPOSED_TILE,),
+    rows: tuple[int, ...] = (0,),
 ) -> Space:
     """The space of a transposed walk: ``tiles`` (the walk's buffer in 4-byte words, the backend's
-    list), cores and stream. Default: CPU_TRANSPOSED_TILE, the cores of cpu_space's default,
-    streamed stores from an out of CPU_STREAM_OUT_BYTES on. The launch stores ordinarily, whatever
-    the config, where out's lines are not aligned for non-temporal stores."""
+    list), cores, stream and, where the backend offers more than its own, ``rows`` (the register
+    transposes' row in bytes, cpu_loops.TRANSPOSE_ROWS; a single row is no knob, so a host without
+    the choice keeps the space, and the hash, it had before there was one). Default:
+    CPU_TRANSPOSED_TILE, the cores of cpu_space's default, streamed stores from an out of
+    CPU_STREAM_OUT_BYTES on, the host's own rows. The launch stores ordinarily, whatever the config,
+    where out's lines are not aligned for non-temporal stores."""
     cores = tuple(range(1, facts.cores + 1))
     default = Tiling(
         tile=CPU_TRANSPOSED_TILE,
@@ -225,7 +236,7 @@ def cpu_transposed_space(
         ("tile", tiles),
         ("cores", cores),
         ("stream", (False, True)),
-    )
+    ) + ((("transpose_row", rows),) if len(rows) > 1 else ())
     return Space("cpu", knobs, (), default)
 
 

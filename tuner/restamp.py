@@ -226,25 +226,39 @@ _HEADER = re.compile(r"^(; ModuleID|source_filename).*$", re.M)
 _NAMES = re.compile(r'([@%])("[^"]*"|[-a-zA-Z$._][-a-zA-Z$._0-9]*)|^([-a-zA-Z$._][-a-zA-Z$._0-9]*):', re.M)
 
 
+_DEFINE = re.compile(r"^(?=define\b)", re.M)
+_TYPE_DEFS = re.compile(r'^(%(?:"[^"]*"|[-a-zA-Z$._][-a-zA-Z$._0-9]*)) = type\b', re.M)
+
+
 def normalize_ir(text: str) -> str:
     """LLVM IR with what differs between two loads of the same code taken out: every global, local
     and label name renamed in order of first appearance (numba's mangled names carry the module
     name and a counter, its block labels the parfor pass's numbering), string constants (the
     mangled names in error messages) and comments. Instructions, types, constants, attributes and
-    the order of it all stay: any change in what the code does shows."""
+    the order of it all stay: any change in what the code does shows.
+
+    Globals and named types are one name space for the module; locals and labels one per function,
+    as LLVM scopes them. With one space for all, a function whose local happened to share its name
+    with one of an earlier function took that one's number, so two loads of one walk compiled
+    beside differently named code read as different (results/performance.md, section 36)."""
     text = _HEADER.sub("", text)
     text = _STRINGS.sub("[str]", text)
     text = _META_STRINGS.sub("!str", text)
     text = _COMMENTS.sub("", text)
-    names: dict[str, str] = {}
+    types = set(_TYPE_DEFS.findall(text))
+    module: dict[str, str] = {}
 
-    def rename(m: re.Match[str]) -> str:
-        if m.group(3) is not None:  # a label's definition: one name space with the locals
-            return names.setdefault("%" + m.group(3), f"v{len(names)}") + ":"
-        key = m.group(1) + m.group(2)
-        return m.group(1) + names.setdefault(key, f"v{len(names)}")
+    def renamer(local: dict[str, str]) -> Callable[[re.Match[str]], str]:
+        def rename(m: re.Match[str]) -> str:
+            if m.group(3) is not None:  # a label's definition: one name space with the locals
+                return local.setdefault("%" + m.group(3), f"v{len(local)}") + ":"
+            key = m.group(1) + m.group(2)
+            names = local if m.group(1) == "%" and key not in types else module
+            return m.group(1) + names.setdefault(key, f"{'v' if names is local else 'g'}{len(names)}")
 
-    return _NAMES.sub(rename, text)
+        return rename
+
+    return "".join(_NAMES.sub(renamer({}), piece) for piece in _DEFINE.split(text))
 
 
 def _load(name: str, text: str) -> ModuleType:
@@ -279,6 +293,27 @@ def probe_case(entry: dict[str, object], numel: int = PROBE_NUMEL) -> Case | Non
     return Case(Op(str(entry["op"])), dtype, (numel,), red, bool(entry.get("log_target")), layout)
 
 
+def as_launched_today(loops: ModuleType) -> ModuleType:
+    """An old revision's loops module, shaped as today's launch (kernels/backends/cpu.py) calls it.
+    Before Tiling.transpose_row (and cpu_loops.TRANSPOSE_ROWS) the transposed walks were keyed by
+    tile alone: they are the walks of the host's own rows, (tile, 0) now. A module of today's
+    shape is returned as it is; an old one is copied, never changed."""
+    if hasattr(loops, "TRANSPOSE_ROWS"):
+        return loops
+    make = loops.make_cpu_kernels
+
+    def make_cpu_kernels(*args: object, **kwargs: object) -> object:
+        kernels = make(*args, **kwargs)
+        walks = {(tile, 0): walk for tile, walk in kernels.transposed.items()}
+        return dataclasses.replace(kernels, transposed=walks)
+
+    today = ModuleType(loops.__name__)
+    vars(today).update(vars(loops))
+    today.make_cpu_kernels = make_cpu_kernels  # type: ignore[attr-defined]
+    today.TRANSPOSE_ROWS = (0,)  # type: ignore[attr-defined]
+    return today
+
+
 def compiled_ir(case: Case, config: Tiling, loops: ModuleType, formulas: dict[str, Formula]) -> dict[str, str]:
     """Launch ``config`` on ``case`` with the loops of ``loops`` and the formula of the same name in
     ``formulas``; the normalised IR of every (loop, signature) the launch compiled."""
@@ -288,7 +323,7 @@ def compiled_ir(case: Case, config: Tiling, loops: ModuleType, formulas: dict[st
     out = case.out_like(x)
     planned: Executor = case.phase_one(g, x, t, out, "cpu", config)
     ex = dataclasses.replace(planned, formula=formulas[planned.formula.name])
-    backend = CpuBackend(loops)
+    backend = CpuBackend(as_launched_today(loops))
     backend.launch(ex)
     return {
         f"{name} {sig}": normalize_ir(fn.inspect_llvm(sig)) for name, fn in backend.built() for sig in fn.signatures

@@ -178,7 +178,10 @@ class CpuBackend:
     def space(self, formula: Formula, geometry: Geometry, dtype: torch.dtype) -> Space:
         if geometry.layout is Layout.TRANSPOSED:
             out_bytes = geometry.n_out * dtype.itemsize
-            return cpu_transposed_space(self._facts, geometry.numel, out_bytes, self._loops.TRANSPOSED_TILES)
+            loops = self._loops
+            return cpu_transposed_space(
+                self._facts, geometry.numel, out_bytes, loops.TRANSPOSED_TILES, loops.TRANSPOSE_ROWS
+            )
         table = (Variant.TABLE,) if table_variant(formula, geometry, dtype) else ()
         return cpu_space(self._facts, geometry.variants + table, geometry.numel)
 
@@ -235,7 +238,7 @@ class CpuBackend:
             if geo.layout is Layout.TRANSPOSED:
                 # The inputs own the inner dim, out the outer one: the tiled walk that transposes
                 # through a buffer of its tile (cpu_loops.transposed).
-                walk = kernels.transposed[cfg.tile][pick]
+                walk = kernels.transposed[cfg.tile, cfg.transpose_row][pick]
                 walk(*walk_args, cfg.stream and _line_aligned(o, geo.strides[3][1]))
             else:
                 kernels.strided[pick](*walk_args)

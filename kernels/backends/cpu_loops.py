@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -500,20 +501,49 @@ TRANSPOSE_BYTES = _transpose_bytes()
 # 128 KiB buffers (in L2), 0.98-1.41x as fast as 16 KiB on the AVX2 host's 16-bit rows (medians
 # 1.06-1.14) and 0.83-1.14x on its float32 ones (section 31), so the tuner picks per bucket.
 TRANSPOSED_TILES = (4096,) if TRANSPOSE_BYTES == LINE else (4096, 16384, 32768)
+# CPUs that run each 512-bit operation as two 256-bit halves (AMD Zen 4; Intel's AVX-512 cores and
+# Zen 5 have whole 512-bit datapaths). There a zmm shuffle costs two ymm ones, and the 16-bit
+# 32 x 32 transposes (5 rounds of 32 zmm shuffles per 1024 elements, spilling: 64 live rows in 32
+# registers) lost to stacked 16 x 16 ones in ymm (4 rounds of 16 per 256, no spills): the
+# transposed walk over the contiguous loop at 2^22 went from 2.09-2.33 to 1.65-1.74 (mse bfloat16
+# 0-d) and from 1.84-1.85 to 1.58-1.71 (l1 float16 full), while some float32 rows lost (kl_div-log
+# full 1.41 -> 1.62): a knob, not a rule (results/performance.md, section 36).
+_SPLIT_512 = ("znver4",)
 
 
-def _block(width: int) -> int:
-    """The side of one register transpose: one row of TRANSPOSE_BYTES. With whole-line rows every
+def _transpose_rows() -> tuple[int, ...]:
+    """The register rows a transposed-walk config may take (Tiling.transpose_row), in bytes: 0, the
+    host's (TRANSPOSE_BYTES), everywhere; also half a line where the host's rows are whole lines
+    and its CPU splits 512-bit operations (_SPLIT_512). ``LOSSTUNE_CPU_HALF_ROWS`` 1 offers half
+    rows on any whole-line host (to measure a CPU the list lacks), 0 on none."""
+    forced = os.environ.get("LOSSTUNE_CPU_HALF_ROWS")
+    if forced not in (None, "0", "1"):
+        raise ValueError(f"LOSSTUNE_CPU_HALF_ROWS: expected 0 or 1, got {forced!r}")
+    offered = target_cpu() in _SPLIT_512 if forced is None else forced == "1"
+    return (0, LINE // 2) if TRANSPOSE_BYTES == LINE and offered else (0,)
+
+
+TRANSPOSE_ROWS = _transpose_rows()
+
+
+def _row_bytes(row: int) -> int:
+    """A config's transpose_row in bytes: 0 is the host's own row."""
+    return row or TRANSPOSE_BYTES
+
+
+def _block(width: int, row_bytes: int) -> int:
+    """The side of one register transpose: one row of ``row_bytes``. With whole-line rows every
     output column leaves as one whole line. The columns of a block all map to one cache set (out's
     row stride is a large power of two), which cannot hold them until a later block completes a
     line stored in parts. One 512-bit vector per row: a 32 x 32 transpose of 16-bit lanes takes 5
     rounds of 32 one-instruction shuffles, where two stacked 16 x 16 ones in 256-bit vectors took 4
     rounds of 2 x 16 plus 16 to join the halves on the AVX-512 host (results/performance.md,
-    section 17). With half-line rows (AVX2) two stacked blocks fill each output line."""
-    return TRANSPOSE_BYTES // width
+    section 17). With half-line rows (AVX2, or Zen 4's pick) two stacked blocks fill each output
+    line."""
+    return row_bytes // width
 
 
-def _store_order(blocks: int, n: int) -> list[tuple[int, int]]:
+def _store_order(blocks: int, n: int, row_bytes: int) -> list[tuple[int, int]]:
     """(block, column) of each column store of ``blocks`` stacked n x n transposes, in order.
 
     Whole-line rows: ``blocks`` rounds, round q storing column j of block (q + j) % blocks. Out's
@@ -524,26 +554,26 @@ def _store_order(blocks: int, n: int) -> list[tuple[int, int]]:
     halves of an output line are stored one after the other. Stored a round apart, with n other
     lines' halves between them, the AVX2 host ran the walk 1.1-2.0x slower (section 30): a
     streamed line left half-written is flushed in parts."""
-    if TRANSPOSE_BYTES == LINE:
+    if row_bytes == LINE:
         return [((q + j) % blocks, j) for q in range(blocks) for j in range(n)]
     return [(b, j) for j in range(n) for b in range(blocks)]
 
 
-def _make_transpose(stream: bool, blocks: int) -> Callable[..., None]:
-    """The register transpose of ``blocks`` blocks stacked in src (_transpose_typer); ``stream``:
-    its column stores are non-temporal (vmovntdq), each a whole aligned line that goes to memory
-    without first reading it in (no read-for-ownership). The caller guarantees the alignment: a
-    misaligned non-temporal store faults."""
+def _make_transpose(stream: bool, blocks: int, row_bytes: int) -> Callable[..., None]:
+    """The register transpose of ``blocks`` blocks stacked in src, rows of ``row_bytes``
+    (_transpose_typer); ``stream``: its column stores are non-temporal (vmovntdq), each a whole
+    aligned row that goes to memory without first reading its line in (no read-for-ownership).
+    The caller guarantees the alignment: a misaligned non-temporal store faults."""
 
     @intrinsic
     def transpose(typingctx, src, s0, ss, dst, d0, ds):
-        return _transpose_typer(src, s0, ss, dst, d0, ds, stream, blocks)
+        return _transpose_typer(src, s0, ss, dst, d0, ds, stream, blocks, row_bytes)
 
     return transpose
 
 
-def _transpose_typer(src, s0, ss, dst, d0, ds, stream: bool, blocks: int):
-    """dst[d0 + j * ds + i] = src[s0 + i * ss + j] for i < blocks * n and j < n = _block(width):
+def _transpose_typer(src, s0, ss, dst, d0, ds, stream: bool, blocks: int, row_bytes: int):
+    """dst[d0 + j * ds + i] = src[s0 + i * ss + j] for i < blocks * n and j < n = _block(width, row_bytes):
     per block n vector loads, n log2(n) shuffles and n vector stores, where element-wise it is n^2
     scalar loads and stores. Block b fills elements b * n to (b + 1) * n of each of the n columns
     in dst: line b of each with whole-line rows, half of line b // 2 with half-line rows.
@@ -554,12 +584,12 @@ def _transpose_typer(src, s0, ss, dst, d0, ds, stream: bool, blocks: int):
 
     def codegen(context, builder, signature, args):
         width = src.dtype.bitwidth // 8
-        n = _block(width)
+        n = _block(width, row_bytes)
         lane = ir.IntType(8 * width)
         vec = ir.VectorType(lane, n)
         # The rows' vectors legal in this function whatever its preferred width (clang marks its
         # AVX-512 intrinsics' callers the same way).
-        set.add(builder.function.attributes, f'"min-legal-vector-width"="{8 * TRANSPOSE_BYTES}"')
+        set.add(builder.function.attributes, f'"min-legal-vector-width"="{8 * row_bytes}"')
 
         def index(base: ir.Value, stride: ir.Value, k: int, plus: int = 0) -> ir.Value:
             return builder.add(
@@ -574,10 +604,10 @@ def _transpose_typer(src, s0, ss, dst, d0, ds, stream: bool, blocks: int):
                 for i in range(n)
             ]
             columns.append(_transpose_lanes(builder, rows, _LANE_BYTES // width))
-        for b, j in _store_order(blocks, n):
+        for b, j in _store_order(blocks, n, row_bytes):
             at = _lanes_at(context, builder, dst, args[3], index(d0_, ds_, j, b * n), vec)
             if stream:
-                _nontemporal(builder, builder.store(columns[b][j], at, align=TRANSPOSE_BYTES))
+                _nontemporal(builder, builder.store(columns[b][j], at, align=row_bytes))
             else:
                 builder.store(columns[b][j], at, align=width)
         return context.get_dummy_value()
@@ -585,12 +615,21 @@ def _transpose_typer(src, s0, ss, dst, d0, ds, stream: bool, blocks: int):
     return types.none(src, s0, ss, dst, d0, ds), codegen
 
 
-_transpose_block = _make_transpose(False, 1)
-_transpose_block_nt = _make_transpose(True, 1)
-# Two blocks, one on top of the other: more would not fit the 32 vector registers (four measured
-# slower than two, section 23).
-_transpose_pair = _make_transpose(False, 2)
-_transpose_pair_nt = _make_transpose(True, 2)
+class _Transposes(NamedTuple):
+    """The register transposes of one row width: one block or two stacked, ordinary or streamed
+    stores. Two blocks, one on top of the other: more would not fit the 32 vector registers (four
+    measured slower than two, section 23)."""
+
+    block: Callable[..., None]
+    block_nt: Callable[..., None]
+    pair: Callable[..., None]
+    pair_nt: Callable[..., None]
+
+
+_TRANSPOSES = {
+    row: _Transposes(*(_make_transpose(nt, blocks, _row_bytes(row)) for blocks in (1, 2) for nt in (False, True)))
+    for row in TRANSPOSE_ROWS
+}
 
 
 @intrinsic
@@ -617,7 +656,7 @@ def _stream_line(typingctx, src, s0, dst, d0):
     def codegen(context, builder, signature, args):
         width = src.dtype.bitwidth // 8
         vec = ir.VectorType(ir.IntType(8 * width), LINE // width)
-        set.add(builder.function.attributes, '"min-legal-vector-width"="512"')  # as in _transpose_block
+        set.add(builder.function.attributes, '"min-legal-vector-width"="512"')  # as in _transpose_typer
         line = builder.load(_lanes_at(context, builder, src, args[0], args[1], vec), align=width)
         _nontemporal(builder, builder.store(line, _lanes_at(context, builder, dst, args[2], args[3], vec), align=LINE))
         return context.get_dummy_value()
@@ -695,7 +734,7 @@ def _gather_lanes(typingctx, table, src, s0, dst, d0):
         halves = ir.VectorType(ir.IntType(16), GATHER_LANES)
         words = ir.VectorType(_I32, GATHER_LANES)
         if GATHER_LANES == 16:
-            set.add(builder.function.attributes, '"min-legal-vector-width"="512"')  # as in _transpose_block
+            set.add(builder.function.attributes, '"min-legal-vector-width"="512"')  # as in _transpose_typer
         index = builder.zext(builder.load(_lanes_at(context, builder, src, args[1], args[2], halves), align=2), words)
         base = builder.bitcast(context.make_array(table)(context, builder, args[0]).data, ir.IntType(8).as_pointer())
         got = _gather_call(builder, base, index)
@@ -843,7 +882,8 @@ class CpuKernels:
     flat: tuple[Callable[..., None], Callable[..., None]]
     scalar_grad: tuple[Callable[..., None], Callable[..., None]]
     strided: tuple[Callable[..., None], Callable[..., None]]
-    transposed: dict[int, tuple[Callable[..., None], Callable[..., None]]]  # by tile (TRANSPOSED_TILES)
+    # by (tile, transpose_row): TRANSPOSED_TILES by TRANSPOSE_ROWS
+    transposed: dict[tuple[int, int], tuple[Callable[..., None], Callable[..., None]]]
     reduce: tuple[Callable[..., None], Callable[..., None]]
 
 
@@ -965,8 +1005,12 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                     ot += strides[2, d]
                     oo += strides[3, d]
 
-    def transposed_walk(tile_bytes: int) -> Callable[..., None]:
-        """The transposed walk with tiles of ``tile_bytes`` of out (a compile-time constant)."""
+    def transposed_walk(tile_bytes: int, row: int) -> Callable[..., None]:
+        """The transposed walk with tiles of ``tile_bytes`` of out and register rows ``row``
+        (Tiling.transpose_row), both compile-time constants."""
+        # Closure constants, which numba resolves as it does globals.
+        block, block_nt, pair, pair_nt = _TRANSPOSES[row]
+        row_bytes = _row_bytes(row)
 
         def transposed(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks, stream):
             # The strided walk of a 2-d problem whose operands disagree on the unit-stride dim: the
@@ -976,9 +1020,9 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
             # stores stay scalar. So the problem goes in tiles of tile_bytes (16 KiB: 64 or 128 rows
             # by 64 columns; TRANSPOSED_TILES) through a buffer of out's element type: pass (a) runs the formula
             # along dim 1, the inputs' order, vectorised like flat; pass (b) moves the buffer into out
-            # along dim 0 through registers, blocks one TRANSPOSE_BYTES row a side (_transpose_block,
-            # _block), two at a time where they can (_transpose_pair, its stores in _store_order),
-            # each output column run stored as whole lines (two back-to-back halves without AVX-512).
+            # along dim 0 through registers, blocks one row_bytes row a side (_Transposes, _block),
+            # two at a time where they can (its pair, stores in _store_order), each output column run
+            # stored as whole lines (two back-to-back halves with half-line rows).
             # Each block owns a contiguous range of tiles, column strip by column strip, so its stores
             # advance along each output line run in order (round-robin tiles measured 1.3x slower;
             # results/performance.md).
@@ -1034,21 +1078,21 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                                 _store(buf, rb + c, value(gi, xi, ti, cof))
                     # (b): whole blocks through registers, two at a time and then a last odd one, then
                     # the ragged edges element by element.
-                    block_cols = block_rows = np.uint64(TRANSPOSE_BYTES // o.itemsize)  # _block(itemsize)
+                    block_cols = block_rows = np.uint64(row_bytes // o.itemsize)  # _block(itemsize, row_bytes)
                     nr_whole, nc_whole = nr // block_rows * block_rows, nc // block_cols * block_cols
                     pair_rows = np.uint64(2) * block_rows
                     nr_pairs = nr_whole // pair_rows * pair_rows
                     for c in range(np.uint64(0), nc_whole, block_cols):
                         for r in range(np.uint64(0), nr_pairs, pair_rows):
                             if stream:
-                                _transpose_pair_nt(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
+                                pair_nt(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
                             else:
-                                _transpose_pair(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
+                                pair(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
                         for r in range(nr_pairs, nr_whole, block_rows):
                             if stream:
-                                _transpose_block_nt(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
+                                block_nt(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
                             else:
-                                _transpose_block(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
+                                block(buf, r * nc + c, nc, o, (c0 + c) * so1 + r0 + r, so1)
                     for c in range(nc):
                         for r in range(nr_whole if c < nc_whole else np.uint64(0), nr):
                             o[(c0 + c) * so1 + r0 + r] = buf[r * nc + c]
@@ -1103,7 +1147,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
     def both(fn: Callable[..., None]) -> tuple[Callable[..., None], Callable[..., None]]:
         return njit(nogil=True)(fn), njit(parallel=True, nogil=True)(fn)
 
-    walks = {tile: both(transposed_walk(tile * 4)) for tile in TRANSPOSED_TILES}
+    walks = {(tile, row): both(transposed_walk(tile * 4, row)) for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS}
     return CpuKernels(both(contiguous(False)), both(contiguous(True)), both(strided), walks, both(reduce))
 
 

@@ -167,6 +167,22 @@ def test_a_transposed_space_with_more_tiles_keeps_the_16_kib_default_and_hashes_
     assert {c.tile for c in three} == {4096, 16384, 32768} and three.hash != one.hash
 
 
+def test_half_rows_are_a_knob_only_where_offered_and_the_default_keeps_the_hosts_rows() -> None:
+    """rows (0,) is no knob: the space and its hash are those of a host before the knob existed,
+    and a config naming another row is no member. rows (0, 32) doubles the grid and hashes apart."""
+    facts = DeviceFacts("cpu", "test-2t", 2)
+    before = tiling.cpu_transposed_space(facts, 1 << 22, 1 << 23)
+    own = tiling.cpu_transposed_space(facts, 1 << 22, 1 << 23, rows=(0,))
+    both = tiling.cpu_transposed_space(facts, 1 << 22, 1 << 23, rows=(0, 32))
+    assert own == before and "transpose_row" not in dict(own.knobs)
+    assert own.hash == "ede24f7948599d45"  # what the AVX-512 tier table's 2-thread transposed entries carry
+    half = Tiling(tile=4096, cores=2, variant=Variant.STRIDED, transpose_row=32)
+    assert half not in own and "transpose_row is not a knob of cpu" in own.violations(half)
+    assert half in both and both.default == own.default and both.default.transpose_row == 0
+    assert both.size == 2 * own.size and {c.transpose_row for c in both} == {0, 32} and both.hash != own.hash
+    assert half.short() == "strided tile=4096 cores=2 row=32B" and Tiling.from_dict(half.to_dict()) == half
+
+
 @pytest.mark.parametrize(
     ("features", "tier"),
     [

@@ -1,16 +1,19 @@
 """The CPU backend's transposed walk (cpu_loops.transposed): 2-d problems whose inputs are
 transposed views and whose out is contiguous go through tiles of 16 KiB (64 columns by 64 rows of
 float32 or 128 of a 16-bit type), square register transposes inside them (rows of a whole line
-with AVX-512, of half a line without: cpu_loops.TRANSPOSE_BYTES; in pairs, then a last odd one)
+with AVX-512, of half a line without: cpu_loops.TRANSPOSE_BYTES; half a line too where a config
+says so on a CPU that splits 512-bit operations: cpu_loops.TRANSPOSE_ROWS; in pairs, then a last
+odd one)
 and element-wise copies at ragged edges; a large line-aligned out is stored
 non-temporally. Every shape class below must give bitwise what the same call on contiguous
 copies gives (the formula is elementwise, so the layout may not change a bit), for every dtype,
 gradient kind and core count. The planner marks these problems Layout.TRANSPOSED, whose space
-tunes cores and the stream flag only (tiling.cpu_transposed_space)."""
+tunes cores, the stream flag and, where offered, the tile and the row (tiling.cpu_transposed_space)."""
 
 from __future__ import annotations
 
 import dataclasses
+from functools import cache
 
 import numpy as np
 import pytest
@@ -83,23 +86,23 @@ def _mover(transpose: object) -> object:
     return move
 
 
-_move, _move_streamed, _move_pair, _move_pair_streamed = (
-    _mover(f)
-    for f in (
-        cpu_loops._transpose_block,
-        cpu_loops._transpose_block_nt,
-        cpu_loops._transpose_pair,
-        cpu_loops._transpose_pair_nt,
+ROW_BYTES = (cpu_loops.LINE, cpu_loops.LINE // 2)  # both compile on any x86 host (LLVM splits wider vectors)
+
+
+@cache
+def _movers(row_bytes: int) -> cpu_loops._Transposes:
+    """The four register transposes of one row width, each behind a jitted caller."""
+    return cpu_loops._Transposes(
+        *(_mover(cpu_loops._make_transpose(stream, blocks, row_bytes)) for blocks in (1, 2) for stream in (False, True))
     )
-)
 
 
-def _check_block_move(move: object, dtype: type, ds: int, line_aligned: bool, blocks: int = 1) -> None:
+def _check_block_move(move: object, dtype: type, ds: int, line_aligned: bool, row_bytes: int, blocks: int = 1) -> None:
     """``blocks`` blocks stacked in src (rows 40 apart, from element 5) moved into dst (columns
-    ``ds`` apart, block b on line b of each): every element where the transpose puts it, the rest
-    of dst untouched. ``line_aligned``: the first column starts on a cache line (the streamed
+    ``ds`` apart, block b on row b of each): every element where the transpose puts it, the rest
+    of dst untouched. ``line_aligned``: the first column starts on a row boundary (the streamed
     stores need it), else at element 7."""
-    n = cpu_loops._block(np.dtype(dtype).itemsize)  # 16 float32, 32 16-bit: one line per column
+    n = cpu_loops._block(np.dtype(dtype).itemsize, row_bytes)  # whole lines: 16 float32, 32 16-bit
     src = (np.arange(40 * (blocks * n + 1)) * 3 + 1).astype(dtype)
     dst = np.zeros(ds * (n + 2), dtype)
     d0 = (-(dst.ctypes.data // dst.itemsize)) % n if line_aligned else 7
@@ -111,10 +114,11 @@ def _check_block_move(move: object, dtype: type, ds: int, line_aligned: bool, bl
     assert np.array_equal(dst, want)
 
 
+@pytest.mark.parametrize("row_bytes", ROW_BYTES)
 @pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint16], ids=str)
-def test_register_transpose_moves_one_block(dtype: type) -> None:
-    """A square block of one cache line a side, columns 41 elements apart (not line-aligned)."""
-    _check_block_move(_move, dtype, 41, line_aligned=False)
+def test_register_transpose_moves_one_block(dtype: type, row_bytes: int) -> None:
+    """A square block of one row a side, columns 41 elements apart (not aligned)."""
+    _check_block_move(_movers(row_bytes).block, dtype, 41, line_aligned=False, row_bytes=row_bytes)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -155,7 +159,7 @@ def test_plumbing_with_a_spy_kernel_the_launch_streams_where_the_config_and_out_
 
     def spied(formula: object, narrow: bool = False) -> cpu_loops.CpuKernels:
         spy = lambda *args: seen.append(bool(args[-1]))  # noqa: E731
-        return dataclasses.replace(real(formula, narrow), transposed={tiling.CPU_TRANSPOSED_TILE: (spy, spy)})
+        return dataclasses.replace(real(formula, narrow), transposed={(tiling.CPU_TRANSPOSED_TILE, 0): (spy, spy)})
 
     monkeypatch.setattr(cpu.BACKEND, "kernels", spied)
     shape = (64, 160)
@@ -167,19 +171,23 @@ def test_plumbing_with_a_spy_kernel_the_launch_streams_where_the_config_and_out_
     assert seen == [True, False, False]
 
 
+@pytest.mark.parametrize("row_bytes", ROW_BYTES)
 @pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint16], ids=str)
-def test_streamed_register_transpose_moves_one_block(dtype: type) -> None:
-    """The non-temporal twin of the block move, into line-aligned columns three lines apart."""
-    _check_block_move(_move_streamed, dtype, 3 * cpu_loops._block(np.dtype(dtype).itemsize), line_aligned=True)
+def test_streamed_register_transpose_moves_one_block(dtype: type, row_bytes: int) -> None:
+    """The non-temporal twin of the block move, into aligned columns three rows apart."""
+    n = cpu_loops._block(np.dtype(dtype).itemsize, row_bytes)
+    _check_block_move(_movers(row_bytes).block_nt, dtype, 3 * n, line_aligned=True, row_bytes=row_bytes)
 
 
+@pytest.mark.parametrize("row_bytes", ROW_BYTES)
 @pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint16], ids=str)
-def test_pair_transpose_moves_two_stacked_blocks(dtype: type) -> None:
-    """Two blocks, rows 0..n-1 and n..2n-1 of src, onto lines 0 and 1 of each column, with
-    ordinary stores (columns 3 lines + 9 elements apart, not aligned) and with streamed ones."""
-    n = cpu_loops._block(np.dtype(dtype).itemsize)
-    _check_block_move(_move_pair, dtype, 3 * n + 9, line_aligned=False, blocks=2)
-    _check_block_move(_move_pair_streamed, dtype, 3 * n, line_aligned=True, blocks=2)
+def test_pair_transpose_moves_two_stacked_blocks(dtype: type, row_bytes: int) -> None:
+    """Two blocks, rows 0..n-1 and n..2n-1 of src, onto rows 0 and 1 of each column, with
+    ordinary stores (columns 3 rows + 9 elements apart, not aligned) and with streamed ones."""
+    n = cpu_loops._block(np.dtype(dtype).itemsize, row_bytes)
+    movers = _movers(row_bytes)
+    _check_block_move(movers.pair, dtype, 3 * n + 9, line_aligned=False, row_bytes=row_bytes, blocks=2)
+    _check_block_move(movers.pair_nt, dtype, 3 * n, line_aligned=True, row_bytes=row_bytes, blocks=2)
 
 
 @pytest.mark.parametrize(("n", "lane"), [(16, 4), (32, 8), (8, 8), (16, 16)])
@@ -194,16 +202,15 @@ def test_unpack_rounds_leave_every_column_whole(n: int, lane: int) -> None:
         assert slots[slot] == [(r, j) for r in range(n)]
 
 
-@pytest.mark.parametrize("row_bytes", [cpu_loops.LINE, cpu_loops.LINE // 2])
-def test_store_order_stores_every_column_of_every_block_once(row_bytes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("row_bytes", ROW_BYTES)
+def test_store_order_stores_every_column_of_every_block_once(row_bytes: int) -> None:
     """Whole-line rows: rounds whose stores alternate between the two blocks' lines. Half-line rows:
     the two halves of each output line (block 0's column j, then block 1's) one after the other."""
-    monkeypatch.setattr(cpu_loops, "TRANSPOSE_BYTES", row_bytes)
     n = row_bytes // 4
     for blocks in (1, 2):
-        order = cpu_loops._store_order(blocks, n)
+        order = cpu_loops._store_order(blocks, n, row_bytes)
         assert sorted(order) == [(b, j) for b in range(blocks) for j in range(n)]
-    pair = cpu_loops._store_order(2, n)
+    pair = cpu_loops._store_order(2, n, row_bytes)
     if row_bytes == cpu_loops.LINE:
         assert all(pair[i][0] != pair[i + 1][0] for i in range(n - 1))  # round 0 alternates lines
     else:
@@ -245,17 +252,93 @@ def test_a_bad_transpose_width_is_refused_naming_the_variable() -> None:
     assert printed == "LOSSTUNE_CPU_TRANSPOSE_BYTES: expected 64 or 32, got '48'"
 
 
+@pytest.mark.parametrize("row", cpu_loops.TRANSPOSE_ROWS)
 @pytest.mark.parametrize("tile", cpu_loops.TRANSPOSED_TILES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_every_tile_of_the_hosts_list_gives_the_contiguous_bits(tile: int, dtype: torch.dtype) -> None:
-    """Each tile the backend offers (taller buffers without AVX-512), ragged edges included, 1 and
-    2 cores, streamed or not: bitwise the contiguous call's result."""
+def test_every_tile_and_row_the_host_offers_gives_the_contiguous_bits(tile: int, row: int, dtype: torch.dtype) -> None:
+    """Each tile the backend offers (taller buffers without AVX-512) with each register row it
+    offers (half rows on a CPU that splits 512-bit operations), ragged edges included, 1 and 2
+    cores, streamed or not: bitwise the contiguous call's result."""
     assert tiling.CPU_TRANSPOSED_TILE in cpu_loops.TRANSPOSED_TILES
     for shape in ((64, 1000), (70, 320), (130, 77)):
         gen = torch.Generator().manual_seed(3)
         x, t, g = (torch.randn(shape[::-1], generator=gen).to(dtype).t() for _ in range(3))
         want = kernels.kl_div_backward(g.contiguous(), x.contiguous(), t.contiguous(), "none", True)
         for cores, stream in ((1, False), (2, True)):
-            config = Tiling(tile=tile, cores=cores, variant=Variant.STRIDED, stream=stream)
+            config = Tiling(tile=tile, cores=cores, variant=Variant.STRIDED, stream=stream, transpose_row=row)
             got = kernels.kl_div_backward(g, x, t, "none", True, config=config)
             assert torch.equal(as_bits(got), as_bits(want)), (shape, cores, stream)
+
+
+_HALF_ROWS = (
+    "import torch, kernels\n"
+    "from kernels.backends import cpu, cpu_loops\n"
+    "from kernels.modes import Variant\n"
+    "from kernels.tiling import Tiling\n"
+    "assert cpu_loops.TRANSPOSE_BYTES == 64 and cpu_loops.TRANSPOSE_ROWS == (0, 32), cpu_loops.TRANSPOSE_ROWS\n"
+    "bad = []\n"
+    "for dtype in (torch.float32, torch.float16, torch.bfloat16):\n"
+    "    bits = torch.int32 if dtype == torch.float32 else torch.int16\n"
+    "    for shape in ((128, 64), (130, 77), (40, 48), (70, 320), (67, 160)):\n"
+    "        gen = torch.Generator().manual_seed(1)\n"
+    "        x, t, g = (torch.randn(shape[::-1], generator=gen).to(dtype).t() for _ in range(3))\n"
+    "        want = kernels.mse_loss_backward(g.contiguous(), x.contiguous(), t.contiguous(), 'none')\n"
+    "        for cores, stream in ((1, False), (2, True), (2, False)):\n"
+    "            c = Tiling(4096, cores, Variant.STRIDED, stream=stream, transpose_row=32)\n"
+    "            got = kernels.mse_loss_backward(g, x, t, 'none', config=c)\n"
+    "            if not torch.equal(got.view(bits), want.view(bits)):\n"
+    "                bad.append((str(dtype), shape, cores, stream))\n"
+    "print(bad)\n"
+)
+
+
+def test_half_rows_on_a_whole_line_host_give_the_contiguous_bits_in_a_fresh_process() -> None:
+    """The knob Zen 4 has (LOSSTUNE_CPU_HALF_ROWS=1 offers it on any host with whole-line rows,
+    which LOSSTUNE_CPU_TRANSPOSE_BYTES=64 gives any host): ymm transposes of stacked blocks into
+    whole lines, ordinary and streamed stores, every dtype, ragged edges."""
+    env = {"LOSSTUNE_CPU_TRANSPOSE_BYTES": "64", "LOSSTUNE_CPU_HALF_ROWS": "1"}
+    assert run_fresh(_HALF_ROWS, env) == "[]"
+
+
+def test_half_rows_are_offered_only_on_whole_line_hosts_that_ask(monkeypatch: pytest.MonkeyPatch) -> None:
+    """_transpose_rows: half rows beside the host's own where its rows are whole lines and its CPU
+    splits 512-bit operations (or the switch says so); never where the host's rows are already half
+    lines; a bad switch is refused naming it."""
+    monkeypatch.setattr(cpu_loops, "TRANSPOSE_BYTES", cpu_loops.LINE)
+    for switch, cpu_name, want in (
+        (None, "znver4", (0, 32)),
+        (None, "sapphirerapids", (0,)),
+        ("1", "sapphirerapids", (0, 32)),
+        ("0", "znver4", (0,)),
+    ):
+        monkeypatch.setattr(cpu_loops, "target_cpu", lambda name=cpu_name: name)
+        if switch is None:
+            monkeypatch.delenv("LOSSTUNE_CPU_HALF_ROWS", raising=False)
+        else:
+            monkeypatch.setenv("LOSSTUNE_CPU_HALF_ROWS", switch)
+        assert cpu_loops._transpose_rows() == want, (switch, cpu_name)
+    monkeypatch.setattr(cpu_loops, "TRANSPOSE_BYTES", cpu_loops.LINE // 2)
+    monkeypatch.setenv("LOSSTUNE_CPU_HALF_ROWS", "1")
+    assert cpu_loops._transpose_rows() == (0,)
+    monkeypatch.setenv("LOSSTUNE_CPU_HALF_ROWS", "yes")
+    with pytest.raises(ValueError, match="LOSSTUNE_CPU_HALF_ROWS: expected 0 or 1, got 'yes'"):
+        cpu_loops._transpose_rows()
+
+
+def test_a_half_row_config_is_refused_where_the_host_offers_none() -> None:
+    """Without the knob a config naming half rows is not in the space: the call says so before
+    anything is written."""
+    code = (
+        "import torch, kernels\n"
+        "from kernels.modes import Variant\n"
+        "from kernels.tiling import Tiling\n"
+        "x = torch.randn(64, 128).t()\n"
+        "out = torch.full((128, 64), 7.0)\n"
+        "c = Tiling(4096, 1, Variant.STRIDED, transpose_row=32)\n"
+        "try:\n"
+        "    kernels.mse_loss_backward(x, x, x, 'none', out=out, config=c)\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__, 'transpose_row is not a knob' in str(e), bool((out == 7).all()))\n"
+    )
+    printed = run_fresh(code, {"LOSSTUNE_CPU_HALF_ROWS": "0"})
+    assert printed.split()[1:] == ["True", "True"], printed

@@ -205,11 +205,15 @@ def test_every_shipped_config_is_in_its_space_and_current(path: Path, entry: dic
         ex = case.phase_one(g, x, t, case.out_like(x), backend)
     assert ex.key.grad_kind.value == entry["grad_kind"] and ex.key.layout.value == entry["layout"]
     assert Tiling.from_dict(entry["config"]) in ex.space
-    assert entry["space_hash"] == ex.space.hash
     assert entry["kernel_hash"] == frozen.kernel_hash(backend, str(entry["op"]))
     # The executor says it uses the table, or a more specific one's exact entry for the same problem.
     shadowing = [f"frozen {n}.json [exact" for n in names[: names.index(path.stem)]]
     assert ex.config_source.startswith((f"frozen {path.name}", *shadowing)), ex.config_source
+    # An entry the host uses was tuned on the host's space. One a chip's own entry shadows serves
+    # the tier's other chips, whose space may lack a knob this chip has (Zen 4's half rows):
+    # there it is enough to be a member, as above.
+    if ex.config_source.startswith(f"frozen {path.name}"):
+        assert entry["space_hash"] == ex.space.hash
 
 
 def test_a_single_win_is_not_a_common_config() -> None:

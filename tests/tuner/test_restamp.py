@@ -25,6 +25,7 @@ from tuner.restamp import (
     Sources,
     Target,
     Verdict,
+    as_launched_today,
     git_sources,
     host_tables,
     normalize_ir,
@@ -56,6 +57,19 @@ def test_normalize_ir_drops_names_and_strings_but_keeps_the_code() -> None:
     assert normalize_ir(a) == normalize_ir(b)
     assert normalize_ir(a) != normalize_ir(a.replace("1.0", "2.0"))
     assert normalize_ir(a) != normalize_ir(a.replace("fadd", "fsub"))
+
+
+def test_normalize_ir_numbers_locals_per_function() -> None:
+    """Locals are named per function: the same two functions, whose second one's local took another
+    name in another load (here: the first one's), normalise alike; globals and named types stay one
+    name space, so which function or type a call or a load refers to still shows."""
+    f = "define void @f() {\n  %.5 = fadd float %x, 1.0\n  ret void\n}\n"
+    g = "define void @g() {\n  %NAME = fmul float %.7, 2.0\n  call void @f()\n  ret void\n}\n"
+    assert normalize_ir(f + g.replace("NAME", ".5")) == normalize_ir(f + g.replace("NAME", ".9"))
+    assert normalize_ir(f + g) != normalize_ir(f + g.replace("@f()", "@g()"))
+    typed = "%T = type {{ i64 }}\n%U = type {{ i32 }}\n"
+    typed += "define void @h(ptr %p) {{\n  %a = load %{}, ptr %p\n  ret void\n}}\n"
+    assert normalize_ir(typed.format("T")) != normalize_ir(typed.format("U"))
 
 
 def _mse_entry(config: Tiling, kernel_hash: str, study: str = "cpu-test-mse") -> dict[str, object]:
@@ -212,6 +226,43 @@ def test_a_transposed_entry_compiles_its_own_walk_and_restamps(tmp_path: Path) -
     assert outcome.verdict is Verdict.SAME, outcome.detail
     assert "1 loop(s)" in outcome.detail  # the one walk: kl_div narrow transposed[4096] parallel
     assert json.loads(path.read_text())["entries"][0]["kernel_hash"] == frozen.kernel_hash("cpu", "kl_div")
+
+
+# The last commit whose transposed walks were keyed by tile alone (before Tiling.transpose_row).
+BEFORE_ROWS = "4671d27723fe1a91d8fa18751854fa0aa256de55"
+
+
+def test_a_transposed_entry_frozen_before_transpose_row_restamps_against_the_tree(tmp_path: Path) -> None:
+    """That revision's walks were keyed by tile; restamp launches them under today's key (tile, 0)
+    (restamp.as_launched_today), and the host's own rows compile to the same walk as then."""
+    old = git_sources(BEFORE_ROWS)
+    if old is None:
+        pytest.skip(f"no git history with {BEFORE_ROWS[:7]}")
+    walk = Tiling(tile=tiling.CPU_TRANSPOSED_TILE, cores=2, variant=Variant.STRIDED)
+    entry = _mse_entry(CONFIG, old.kernel_hash("mse")) | {"layout": "transposed", "config": walk.to_dict()}
+    path = _table(tmp_path, [entry])
+    (outcome,) = restamp_table(path, storage=str(tmp_path / "j.log"), find_sources=lambda op, h, c: old)
+    assert outcome.verdict is Verdict.SAME, outcome.detail
+    assert json.loads(path.read_text())["entries"][0]["kernel_hash"] == frozen.kernel_hash("cpu", "mse")
+
+
+def test_plumbing_without_compiling_old_walks_keyed_by_tile_are_launched_as_tile_and_row_zero() -> None:
+    """Plumbing only: a stand-in module whose make_cpu_kernels returns walks keyed by tile."""
+    import types as pytypes
+
+    def old_make(value: object, compute_bound: bool = False) -> cpu_loops.CpuKernels:
+        pair = ("serial", "parallel")
+        return cpu_loops.CpuKernels(pair, pair, pair, {4096: ("w", "W"), 16384: ("v", "V")}, pair)  # type: ignore[arg-type]
+
+    old = pytypes.ModuleType("old_loops")
+    old.make_cpu_kernels = old_make  # type: ignore[attr-defined]
+    today = as_launched_today(old)
+    assert today.make_cpu_kernels(None).transposed == {(4096, 0): ("w", "W"), (16384, 0): ("v", "V")}
+    assert today.TRANSPOSE_ROWS == (0,) and old.make_cpu_kernels is old_make  # a copy: old is as it was
+    assert as_launched_today(today) is today and as_launched_today(cpu_loops) is cpu_loops
+    assert set(cpu_loops.make_cpu_kernels(lambda g, x, t, c: g).transposed) == {
+        (tile, row) for tile in cpu_loops.TRANSPOSED_TILES for row in cpu_loops.TRANSPOSE_ROWS
+    }
 
 
 def test_git_history_finds_the_revision_of_a_kernel_hash() -> None:

@@ -217,31 +217,41 @@ def test_store_order_stores_every_column_of_every_block_once(row_bytes: int) -> 
         assert all(pair[2 * j : 2 * j + 2] == [(0, j), (1, j)] for j in range(n))
 
 
-def test_the_other_row_width_gives_the_contiguous_bits_in_a_fresh_process() -> None:
-    """The walk this host does not pick by default (LOSSTUNE_CPU_TRANSPOSE_BYTES), ordinary and
-    streamed stores, 1 and 2 cores, every dtype: bitwise the contiguous call's result."""
-    other = cpu_loops.LINE // 2 if cpu_loops.TRANSPOSE_BYTES == cpu_loops.LINE else cpu_loops.LINE
-    code = (
+def _fresh_walk_script(check: str, call: str, knobs: str) -> str:
+    """A script for a fresh process: after ``check`` (an assert on the walk it got), ``call``
+    (kernels.<call>, ARGS standing for g, x, t) on transposed views of five shapes (whole tiles,
+    ragged, one block after a pair, whole pairs and odd blocks, a streamed 160), every dtype, 1 and 2
+    cores, ordinary and streamed stores (``knobs``: the config's keywords), against the same call on
+    contiguous copies; it prints the cases whose bits differ."""
+    return (
         "import torch, kernels\n"
-        "from kernels import tiling\n"
         "from kernels.backends import cpu_loops\n"
         "from kernels.modes import Variant\n"
         "from kernels.tiling import Tiling\n"
-        f"assert cpu_loops.TRANSPOSE_BYTES == {other}\n"
+        f"{check}\n"
         "bad = []\n"
         "for dtype in (torch.float32, torch.float16, torch.bfloat16):\n"
         "    bits = torch.int32 if dtype == torch.float32 else torch.int16\n"
         "    for shape in ((128, 64), (130, 77), (40, 48), (70, 320), (67, 160)):\n"
         "        gen = torch.Generator().manual_seed(1)\n"
         "        x, t, g = (torch.randn(shape[::-1], generator=gen).to(dtype).t() for _ in range(3))\n"
-        "        want = kernels.kl_div_backward(g.contiguous(), x.contiguous(), t.contiguous(), 'none', True)\n"
+        f"        want = kernels.{call.replace('ARGS', 'g.contiguous(), x.contiguous(), t.contiguous()')})\n"
         "        for cores in (1, 2):\n"
         "            for stream in (False, True):\n"
-        "                c = Tiling(tiling.CPU_TRANSPOSED_TILE, cores, Variant.STRIDED, stream=stream)\n"
-        "                got = kernels.kl_div_backward(g, x, t, 'none', True, config=c)\n"
+        f"                c = Tiling(4096, cores, Variant.STRIDED, {knobs})\n"
+        f"                got = kernels.{call.replace('ARGS', 'g, x, t')}, config=c)\n"
         "                if not torch.equal(got.view(bits), want.view(bits)):\n"
         "                    bad.append((str(dtype), shape, cores, stream))\n"
         "print(bad)\n"
+    )
+
+
+def test_the_other_row_width_gives_the_contiguous_bits_in_a_fresh_process() -> None:
+    """The walk this host does not pick by default (LOSSTUNE_CPU_TRANSPOSE_BYTES), ordinary and
+    streamed stores, 1 and 2 cores, every dtype: bitwise the contiguous call's result."""
+    other = cpu_loops.LINE // 2 if cpu_loops.TRANSPOSE_BYTES == cpu_loops.LINE else cpu_loops.LINE
+    code = _fresh_walk_script(
+        f"assert cpu_loops.TRANSPOSE_BYTES == {other}", "kl_div_backward(ARGS, 'none', True", "stream=stream"
     )
     assert run_fresh(code, {"LOSSTUNE_CPU_TRANSPOSE_BYTES": str(other)}) == "[]"
 
@@ -270,34 +280,17 @@ def test_every_tile_and_row_the_host_offers_gives_the_contiguous_bits(tile: int,
             assert torch.equal(as_bits(got), as_bits(want)), (shape, cores, stream)
 
 
-_HALF_ROWS = (
-    "import torch, kernels\n"
-    "from kernels.backends import cpu, cpu_loops\n"
-    "from kernels.modes import Variant\n"
-    "from kernels.tiling import Tiling\n"
-    "assert cpu_loops.TRANSPOSE_BYTES == 64 and cpu_loops.TRANSPOSE_ROWS == (0, 32), cpu_loops.TRANSPOSE_ROWS\n"
-    "bad = []\n"
-    "for dtype in (torch.float32, torch.float16, torch.bfloat16):\n"
-    "    bits = torch.int32 if dtype == torch.float32 else torch.int16\n"
-    "    for shape in ((128, 64), (130, 77), (40, 48), (70, 320), (67, 160)):\n"
-    "        gen = torch.Generator().manual_seed(1)\n"
-    "        x, t, g = (torch.randn(shape[::-1], generator=gen).to(dtype).t() for _ in range(3))\n"
-    "        want = kernels.mse_loss_backward(g.contiguous(), x.contiguous(), t.contiguous(), 'none')\n"
-    "        for cores, stream in ((1, False), (2, True), (2, False)):\n"
-    "            c = Tiling(4096, cores, Variant.STRIDED, stream=stream, transpose_row=32)\n"
-    "            got = kernels.mse_loss_backward(g, x, t, 'none', config=c)\n"
-    "            if not torch.equal(got.view(bits), want.view(bits)):\n"
-    "                bad.append((str(dtype), shape, cores, stream))\n"
-    "print(bad)\n"
-)
-
-
 def test_half_rows_on_a_whole_line_host_give_the_contiguous_bits_in_a_fresh_process() -> None:
     """The knob Zen 4 has (LOSSTUNE_CPU_HALF_ROWS=1 offers it on any host with whole-line rows,
     which LOSSTUNE_CPU_TRANSPOSE_BYTES=64 gives any host): ymm transposes of stacked blocks into
     whole lines, ordinary and streamed stores, every dtype, ragged edges."""
+    code = _fresh_walk_script(
+        "assert cpu_loops.TRANSPOSE_BYTES == 64 and cpu_loops.TRANSPOSE_ROWS == (0, 32), cpu_loops.TRANSPOSE_ROWS",
+        "mse_loss_backward(ARGS, 'none'",
+        "stream=stream, transpose_row=32",
+    )
     env = {"LOSSTUNE_CPU_TRANSPOSE_BYTES": "64", "LOSSTUNE_CPU_HALF_ROWS": "1"}
-    assert run_fresh(_HALF_ROWS, env) == "[]"
+    assert run_fresh(code, env) == "[]"
 
 
 def test_half_rows_are_offered_only_on_whole_line_hosts_that_ask(monkeypatch: pytest.MonkeyPatch) -> None:

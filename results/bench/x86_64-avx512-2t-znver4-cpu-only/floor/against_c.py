@@ -1,0 +1,101 @@
+"""Our kl_div float16 0-d loops against walk_floor.c, in one process (section 37 of
+results/performance.md).
+
+Builds walk_floor.c with gcc -O3 -march=native -fopenmp, then times in interleaved rounds: our
+contiguous loop and our transposed walk with the configs this host's tables give them, and the C
+versions of the same two algorithms (ordinary and non-temporal stores), plus the C walk's pass (a)
+alone and pass (a) with the transposes but no stores into out. Ratios are over our contiguous
+loop, per round, then the median (min-max). Not part of the package: run by hand, as
+
+    OMP_WAIT_POLICY=passive python results/bench/x86_64-avx512-2t-znver4-cpu-only/floor/against_c.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import pathlib
+import random
+import statistics
+import subprocess
+import tempfile
+from collections.abc import Callable
+
+import torch
+
+from kernels import backends, timing
+from kernels.modes import Op, Reduction
+from tuner.problems import Case, InputLayout
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def build(tmp: str) -> ctypes.CDLL:
+    lib = pathlib.Path(tmp, "walk_floor.so")
+    cmd = ["gcc", "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", str(HERE / "walk_floor.c"), "-o", str(lib)]
+    subprocess.run(cmd, check=True)
+    c = ctypes.CDLL(str(lib))
+    args = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_float, ctypes.c_int, ctypes.c_int]
+    c.floor_contiguous.argtypes = args
+    c.floor_walk.argtypes = [*args, ctypes.c_int]
+    if c.floor_init() != 0:
+        raise RuntimeError("walk_floor.c: its 16 x 16 transpose does not leave whole columns")
+    return c
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--log2n", type=int, default=22, help="elements, as a power of two (at least 14)")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    n, th = 1 << args.log2n, args.threads
+    launch = backends.get("cpu").launch
+    flat = Case(Op.KL_DIV, torch.float16, (n,), Reduction.MEAN)
+    tp = Case(Op.KL_DIV, torch.float16, (n,), Reduction.MEAN, layout=InputLayout.TRANSPOSED)
+    g, x, t = flat.inputs("cpu")
+    tg, tx, tt = tp.inputs("cpu")
+    out, tout, cout, wout = flat.out_like(x), tp.out_like(tx), flat.out_like(x), tp.out_like(tx)
+    ours, ours_t = flat.phase_one(g, x, t, out, "cpu"), tp.phase_one(tg, tx, tt, tout, "cpu")
+    print(f"2^{args.log2n}, {th} threads, {args.rounds} rounds")
+    print(f"ours: contiguous {ours.config.short()}; transposed {ours_t.config.short()}")
+    c = float(-g.double() / n)
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = build(tmp)
+        p = torch.Tensor.data_ptr
+        runs: dict[str, Callable[[], None]] = {
+            "ours, contiguous": lambda: launch(ours),
+            "C, contiguous": lambda: lib.floor_contiguous(p(t), p(cout), n, c, th, 0),
+            "C, contiguous, streamed": lambda: lib.floor_contiguous(p(t), p(cout), n, c, th, 1),
+            "ours, transposed": lambda: launch(ours_t),
+            "C walk": lambda: lib.floor_walk(p(tt), p(wout), n, c, th, 0, 0),
+            "C walk, streamed": lambda: lib.floor_walk(p(tt), p(wout), n, c, th, 1, 0),
+            "C walk, pass (a) alone": lambda: lib.floor_walk(p(tt), p(wout), n, c, th, 0, 1),
+            "C walk, (a) + transposes, no out": lambda: lib.floor_walk(p(tt), p(wout), n, c, th, 0, 2),
+        }
+        for fn in runs.values():
+            fn()
+        runs["C walk"]()  # the modes without out's stores ran last: check the whole walk's out
+        for got, case, ins in (
+            (out, flat, (g, x, t)),
+            (cout, flat, (g, x, t)),
+            (tout, tp, (tg, tx, tt)),
+            (wout, tp, (tg, tx, tt)),
+        ):
+            torch.testing.assert_close(got.float(), case.reference(*ins).float(), rtol=1e-3, atol=6e-8)
+        times: dict[str, list[float]] = {k: [] for k in runs}
+        names, rng = list(runs), random.Random(0)
+        for _ in range(args.rounds):
+            rng.shuffle(names)
+            for k in names:
+                times[k].append(timing.measure(lambda _, fn=runs[k]: fn(), min_time_s=0.15).median_s)
+    base = times["ours, contiguous"]
+    print("| run | median us | over ours, contiguous |")
+    print("|---|---|---|")
+    for k, v in times.items():
+        r = [a / b for a, b in zip(v, base, strict=True)]
+        print(f"| {k} | {statistics.median(v) * 1e6:.0f} | {statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f}) |")
+
+
+if __name__ == "__main__":
+    main()

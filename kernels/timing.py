@@ -8,9 +8,10 @@ raw samples are kept. ``cold_cache`` writes a buffer larger than the last-level 
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -107,6 +108,47 @@ def measure(
         total += dt
         i += 1
     return summarize(samples)
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """One run's times over interleaved rounds: each round's median, and every sample of them all."""
+
+    medians: tuple[float, ...]
+    samples: tuple[float, ...] = field(repr=False)
+
+    @property
+    def median_s(self) -> float:
+        """The median of the round medians."""
+        return statistics.median(self.medians)
+
+    def summary(self) -> Timing:
+        """Median, p20 and p80 over every sample."""
+        return summarize(list(self.samples))
+
+
+def interleaved(
+    runs: Sequence[Callable[[int], object]],
+    device: torch.device | str = "cpu",
+    *,
+    rounds: int,
+    min_time_s: float = 0.1,
+    seed: int = 0,
+) -> list[Rounds]:
+    """``measure`` each of ``runs`` once per round, in an order shuffled anew every round
+    (``random.Random(seed)``), so a slow spell of a shared host hits them all alike and their
+    ratios, round by round, cancel it. One Rounds per run, in the order given."""
+    medians: list[list[float]] = [[] for _ in runs]
+    samples: list[list[float]] = [[] for _ in runs]
+    order = list(range(len(runs)))
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        rng.shuffle(order)
+        for i in order:
+            result = measure(runs[i], device, min_time_s=min_time_s)
+            medians[i].append(result.median_s)
+            samples[i].extend(result.samples)
+    return [Rounds(tuple(m), tuple(s)) for m, s in zip(medians, samples, strict=True)]
 
 
 def _copy(device: str, nbytes: int) -> tuple[Callable[[int], object], int]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import random
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -106,18 +104,9 @@ def bench_case(
     if partner is not None:
         _, (contiguous,) = _checked(partner, backend, device, default=False)
         runs.append(lambda _: launch(contiguous))
-    samples: list[list[float]] = [[] for _ in runs]
-    medians: list[list[float]] = [[] for _ in runs]
-    order = list(range(len(runs)))
-    rng = random.Random(seed)
-    for _ in range(rounds):  # interleaved, so drift on a shared host hits them all alike
-        rng.shuffle(order)
-        for i in order:
-            result = timing.measure(runs[i], device, min_time_s=min_time_s)
-            samples[i].extend(result.samples)
-            medians[i].append(result.median_s)
-    tuned_t = timing.summarize(samples[0])
-    med = [statistics.median(m) for m in medians]
+    timed = timing.interleaved(runs, device, rounds=rounds, min_time_s=min_time_s, seed=seed)
+    tuned_t = timed[0].summary()
+    med = [t.median_s for t in timed]
     copy_bps = copy_bytes / med[4]
     gbps = nbytes / med[0] / 1e9
     return BenchRow(

@@ -290,22 +290,13 @@ def _finalists(bench: _Bench, space: Space, study: optuna.Study, opts: TuneOptio
     vendor = bench.case.baseline()
     vendor_run = lambda _: vendor(bench.g, bench.x, bench.t)  # noqa: E731
     runs = [bench.runner(ex) for ex in executors] + [vendor_run]
-    rounds: list[list[float]] = [[] for _ in runs]
-    samples: list[list[float]] = [[] for _ in runs]
-    order = list(range(len(runs)))
-    rng = random.Random(opts.seed)
-    device = bench.out.device
-    for _ in range(opts.rounds):
-        rng.shuffle(order)
-        for i in order:
-            result = timing.measure(runs[i], device, min_time_s=opts.min_time_s)
-            rounds[i].append(result.median_s)
-            samples[i].extend(result.samples)
-    summaries = [timing.summarize(s) for s in samples]
-    medians = [statistics.median(r) for r in rounds]
+    timed = timing.interleaved(runs, bench.out.device, rounds=opts.rounds, min_time_s=opts.min_time_s, seed=opts.seed)
+    summaries = [t.summary() for t in timed]
+    medians = [t.median_s for t in timed]
     default_median = medians[0]
     winner = min(range(len(contenders)), key=lambda i: medians[i])
-    keep, gain, noise = decide(rounds[0], rounds[winner])  # the default against itself: never kept
+    # the default against itself: never kept
+    keep, gain, noise = decide(list(timed[0].medians), list(timed[winner].medians))
     chosen = winner if keep else 0
     cfg, trial_number = contenders[chosen]
     nbytes = bench.bytes()

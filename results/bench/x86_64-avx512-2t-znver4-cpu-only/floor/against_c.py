@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import pathlib
-import random
 import statistics
 import subprocess
 import tempfile
@@ -63,32 +62,26 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         lib = build(tmp)
         p = torch.Tensor.data_ptr
-        runs: dict[str, Callable[[], None]] = {
-            "ours, contiguous": lambda: launch(ours),
-            "C, contiguous": lambda: lib.floor_contiguous(p(t), p(cout), n, c, th, 0),
-            "C, contiguous, streamed": lambda: lib.floor_contiguous(p(t), p(cout), n, c, th, 1),
-            "ours, transposed": lambda: launch(ours_t),
-            "C walk": lambda: lib.floor_walk(p(tt), p(wout), n, c, th, 0, 0),
-            "C walk, streamed": lambda: lib.floor_walk(p(tt), p(wout), n, c, th, 1, 0),
-            "C walk, pass (a) alone": lambda: lib.floor_walk(p(tt), p(wout), n, c, th, 0, 1),
-            "C walk, (a) + transposes, no out": lambda: lib.floor_walk(p(tt), p(wout), n, c, th, 0, 2),
+        runs: dict[str, Callable[[int], object]] = {
+            "ours, contiguous": lambda _: launch(ours),
+            "C, contiguous": lambda _: lib.floor_contiguous(p(t), p(cout), n, c, th, 0),
+            "C, contiguous, streamed": lambda _: lib.floor_contiguous(p(t), p(cout), n, c, th, 1),
+            "ours, transposed": lambda _: launch(ours_t),
+            "C walk": lambda _: lib.floor_walk(p(tt), p(wout), n, c, th, 0, 0),
+            "C walk, streamed": lambda _: lib.floor_walk(p(tt), p(wout), n, c, th, 1, 0),
+            "C walk, pass (a) alone": lambda _: lib.floor_walk(p(tt), p(wout), n, c, th, 0, 1),
+            "C walk, (a) + transposes, no out": lambda _: lib.floor_walk(p(tt), p(wout), n, c, th, 0, 2),
         }
-        for fn in runs.values():
-            fn()
-        runs["C walk"]()  # the modes without out's stores ran last: check the whole walk's out
-        for got, case, ins in (
-            (out, flat, (g, x, t)),
-            (cout, flat, (g, x, t)),
-            (tout, tp, (tg, tx, tt)),
-            (wout, tp, (tg, tx, tt)),
-        ):
+        for name in ("ours, contiguous", "C, contiguous", "ours, transposed"):
+            runs[name](0)
+        for got, case, ins in ((out, flat, (g, x, t)), (cout, flat, (g, x, t)), (tout, tp, (tg, tx, tt))):
             torch.testing.assert_close(got.float(), case.reference(*ins).float(), rtol=1e-3, atol=6e-8)
-        times: dict[str, list[float]] = {k: [] for k in runs}
-        names, rng = list(runs), random.Random(0)
-        for _ in range(args.rounds):
-            rng.shuffle(names)
-            for k in names:
-                times[k].append(timing.measure(lambda _, fn=runs[k]: fn(), min_time_s=0.15).median_s)
+        for name in ("C walk", "C walk, streamed"):  # each whole walk's out, on its own
+            wout.zero_()
+            runs[name](0)
+            torch.testing.assert_close(wout.float(), tp.reference(tg, tx, tt).float(), rtol=1e-3, atol=6e-8)
+        timed = timing.interleaved(list(runs.values()), rounds=args.rounds, min_time_s=0.15)
+        times = {k: list(t.medians) for k, t in zip(runs, timed, strict=True)}
     base = times["ours, contiguous"]
     print("| run | median us | over ours, contiguous |")
     print("|---|---|---|")

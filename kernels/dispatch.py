@@ -127,7 +127,7 @@ def remember(key: tuple[object, ...] | None, executor: Executor) -> None:
         _plans.clear()
     out = executor.out
     try:
-        _plans[key] = (frozen.generation(), executor.bind(None, None, None, None), (out.shape, out.dtype, out.device))
+        _plans[key] = (frozen.generation(), executor.unbound(), (out.shape, out.dtype, out.device))
     except TypeError:
         pass
 

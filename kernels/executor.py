@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -97,11 +98,31 @@ class Executor:
     def bind(self, grad: Any, inp: Any, target: Any, out: Any) -> Executor:
         """This plan over other tensors with the same metadata: the plan cache's replay (kernels/dispatch.py).
 
-        Copies the field dict instead of calling __init__: a frozen dataclass sets its 16 fields one
-        object.__setattr__ at a time, which alone was a third of a cached phase one.
+        Gives the copy a new field dict instead of calling __init__: a frozen dataclass sets its 16
+        fields one object.__setattr__ at a time, which alone was a third of a cached phase one.
+
+        The dict is built anew and assigned whole. CPython 3.11 keeps a new instance's attributes
+        inline; ``vars()`` turns them into a split dict, and loads from a split dict miss the
+        specialised paths that inline values and combined dicts take (7 loads: 209 ns against 88-93,
+        measured). ``vars(new).update(...)`` left every replayed plan so, and its launch took
+        0.2-0.3 us more than a fresh plan's (results/performance.md, section 40). ``self`` turns
+        into one too, so it should be a template (:meth:`unbound`), never an executor to launch.
         """
         new = object.__new__(Executor)
-        vars(new).update(vars(self), grad=grad, inp=inp, target=target, out=out)
+        fields = {**vars(self), "grad": grad, "inp": inp, "target": target, "out": out}
+        object.__setattr__(new, "__dict__", fields)
+        return new
+
+    def unbound(self) -> Executor:
+        """This plan without its tensors: the plan cache's template for :meth:`bind`.
+
+        Reads each field instead of ``vars(self)``, which would leave ``self`` (the caller's
+        executor) one of the slow kind that :meth:`bind` describes; and gives the template a
+        combined dict, the kind ``bind`` copies fastest.
+        """
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        new = object.__new__(Executor)
+        object.__setattr__(new, "__dict__", {**fields, "grad": None, "inp": None, "target": None, "out": None})
         return new
 
     @property

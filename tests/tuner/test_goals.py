@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tuner.cli import main
-from tuner.goals import check_rows, evaluate, format_goals
+from tuner.goals import _evaluate, across, check_rows, evaluate, format_across, format_goals
 
 
 def _row(dtype: str = "float32", numel: int = 2**24, reduction: str = "none", case: str = "contiguous", **kw: float):
@@ -145,3 +145,67 @@ def test_rows_without_a_field_the_goals_read_are_refused_by_name() -> None:
         check_rows([_row(), {k: v for k, v in _row().items() if k != "roofline_pct"}])
     with pytest.raises(ValueError, match="non-empty list"):
         check_rows({"rows": []})
+
+
+def _with(rows: list[dict[str, object]], **changes: dict[str, object]) -> list[dict[str, object]]:
+    """rows with the row of each named case/size changed: transposed=..., roofline=..."""
+    out = []
+    for r in rows:
+        if r["case"] == "transposed" and "transposed" in changes:
+            r = r | changes["transposed"]
+        if r["case"] == "contiguous" and r["numel"] == 2**24 and r["reduction"] == "none" and "roofline" in changes:
+            r = r | changes["roofline"]
+        out.append(r)
+    return out
+
+
+def test_across_tells_goals_missed_in_every_report_from_those_missed_in_some() -> None:
+    first = [*_with(_met(), transposed={"tuned_s": 1.6}), _row("bfloat16", 2**24, roofline_pct=70.0)]
+    second = _with(_met(), transposed={"tuned_s": 1.7}, roofline={"roofline_pct": 85.0})
+    verdicts, met = across([first, second])
+    by_what = {v.what: v for v in verdicts}
+    assert set(by_what) == {"transposed full 2^22", "roofline full 2^24"}
+    transposed = by_what["transposed full 2^22"]
+    assert (transposed.measured, transposed.missed) == ((1.6, 1.7), 2)
+    assert transposed.line() == "mse float32 transposed full 2^22: 1.60x, 1.70x (goal <= 1.5x)"
+    # Two goals share the name "roofline full 2^24" only within one dtype: float32 met then missed,
+    # bfloat16 read in the first report alone, where it missed.
+    f32 = next(v for v in verdicts if v.dtype == "float32" and v.what.startswith("roofline"))
+    bf16 = next(v for v in verdicts if v.dtype == "bfloat16")
+    assert (f32.measured, f32.missed) == ((90.0, 85.0), 1)
+    assert f32.line() == "mse float32 roofline full 2^24: 90%, 85% (goal >= 90%; missed in 1 of 2)"
+    assert bf16.missed == 1 and bf16.line() == "mse bfloat16 roofline full 2^24: 70%, - (goal >= 80%)"
+    # Every other goal either report reads is met in each that reads it.
+    goals = {(m.op, m.dtype, m.what) for rows in (first, second) for m, _ in _evaluate(rows)[1]}
+    assert met == len(goals) - 3
+    text = format_across(verdicts, met, 2)
+    assert "missed in every report: 2\n- mse float32 transposed" in text
+    assert "missed in some of the 2 reports: 1\n- mse float32 roofline full 2^24: 90%, 85%" in text
+    assert across([_met(), _met()]) == ([], len(goals) - 2)  # without the bfloat16 2^24 row's two
+
+
+def _hosted(path: Path, rows: list[dict[str, object]], machine: str) -> Path:
+    path.write_text(
+        json.dumps({"header": f"losstune bench --report on {machine}", "host": {"machine": machine}, "rows": rows})
+    )
+    return path
+
+
+def test_goals_cli_across_reports_of_one_machine_and_refuses_a_mix_before_printing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one = _hosted(tmp_path / "one.json", _with(_met(), transposed={"tuned_s": 1.6}), "box")
+    two = _hosted(tmp_path / "two.json", _met(), "box")
+    assert main(["goals", "--across", str(one), str(two)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("2 reports of box:\n  1. ") and "missed in every report: 0" in out
+    assert "- mse float32 transposed full 2^22: 1.60x, 1.50x (goal <= 1.5x; missed in 1 of 2)" in out
+    assert main(["goals", "--across", "--json", "--fail-on-miss", str(one), str(two)]) == 1
+    (verdict,) = json.loads(capsys.readouterr().out)["verdicts"]
+    assert verdict["measured"] == [1.6, 1.5] and verdict["missed"] == 1
+    other = _hosted(tmp_path / "other.json", _met(), "elsewhere")
+    for args in ([str(one), str(other)], [str(one)]):
+        assert main(["goals", "--across", *args]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and "reports: --across expected two or more reports of one machine" in captured.err
+    assert f"{other} (elsewhere)" in (main(["goals", "--across", str(one), str(other)]), capsys.readouterr().err)[1]

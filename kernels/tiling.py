@@ -35,6 +35,9 @@ class Tiling:
     stream: bool = False  # cpu only: out is stored through an L1 buffer as whole non-temporal lines
     # cpu only, the transposed walk: bytes per row of its register transposes (0: the host's vector)
     transpose_row: int = 0
+    # cpu only, the transposed walk: the target through the transposes first, then the formula
+    # along out's rows (cpu_loops.transposed_in; offered where the formula reads the target alone)
+    transpose_in: bool = False
 
     def to_dict(self) -> dict[str, object]:
         return {**dataclasses.asdict(self), "variant": self.variant.value}
@@ -63,6 +66,8 @@ class Tiling:
             parts.append("stream")
         if self.transpose_row:
             parts.append(f"row={self.transpose_row}B")
+        if self.transpose_in:
+            parts.append("inputs-first")
         return " ".join(parts)
 
 
@@ -216,6 +221,7 @@ def cpu_transposed_space(
     out_bytes: int,
     tiles: tuple[int, ...] = (CPU_TRANSPOSED_TILE,),
     rows: tuple[int, ...] = (0,),
+    inputs_first: bool = False,
 ) -> Space:
     """The space of a transposed walk: ``tiles`` (the walk's buffer in 4-byte words, the backend's
     list), cores, stream and, where the backend offers more than its own, ``rows`` (the register
@@ -223,7 +229,9 @@ def cpu_transposed_space(
     the choice keeps the space, and the hash, it had before there was one). Default:
     CPU_TRANSPOSED_TILE, the cores of cpu_space's default, streamed stores from an out of
     CPU_STREAM_OUT_BYTES on, the host's own rows. The launch stores ordinarily, whatever the config,
-    where out's lines are not aligned for non-temporal stores."""
+    where out's lines are not aligned for non-temporal stores. ``inputs_first`` adds the walk's
+    order as a knob (transpose_in: cpu_loops.INPUTS_FIRST, for a formula that reads the target
+    alone with a 0-d gradient); without it the space and its hash are as before the knob."""
     cores = tuple(range(1, facts.cores + 1))
     default = Tiling(
         tile=CPU_TRANSPOSED_TILE,
@@ -237,6 +245,7 @@ def cpu_transposed_space(
         ("cores", cores),
         ("stream", (False, True)),
     ) + ((("transpose_row", rows),) if len(rows) > 1 else ())
+    knobs += (("transpose_in", (False, True)),) if inputs_first else ()
     return Space("cpu", knobs, (), default)
 
 

@@ -13,7 +13,7 @@ import torch
 
 from kernels.backends import cpu_loops, slug
 from kernels.executor import Executor, Formula
-from kernels.modes import Layout, Variant
+from kernels.modes import GradKind, Layout, Variant
 from kernels.plan import Geometry
 from kernels.tiling import DeviceFacts, Space, cpu_space, cpu_transposed_space
 
@@ -179,8 +179,15 @@ class CpuBackend:
         if geometry.layout is Layout.TRANSPOSED:
             out_bytes = geometry.n_out * dtype.itemsize
             loops = self._loops
+            # The inputs-first order transposes the target alone: offered where nothing else is read
+            # per element (an older revision's loops, for tuner.restamp, have no such walk).
+            first = (
+                getattr(loops, "INPUTS_FIRST", False)
+                and not formula.reads_input
+                and geometry.grad_kind is GradKind.SCALAR
+            )
             return cpu_transposed_space(
-                self._facts, geometry.numel, out_bytes, loops.TRANSPOSED_TILES, loops.TRANSPOSE_ROWS
+                self._facts, geometry.numel, out_bytes, loops.TRANSPOSED_TILES, loops.TRANSPOSE_ROWS, first
             )
         table = (Variant.TABLE,) if table_variant(formula, geometry, dtype) else ()
         return cpu_space(self._facts, geometry.variants + table, geometry.numel)
@@ -238,7 +245,8 @@ class CpuBackend:
             if geo.layout is Layout.TRANSPOSED:
                 # The inputs own the inner dim, out the outer one: the tiled walk that transposes
                 # through a buffer of its tile (cpu_loops.transposed).
-                walk = kernels.transposed[cfg.tile, cfg.transpose_row][pick]
+                walks = kernels.transposed_in if cfg.transpose_in else kernels.transposed
+                walk = walks[cfg.tile, cfg.transpose_row][pick]
                 walk(*walk_args, cfg.stream and _line_aligned(o, geo.strides[3][1]))
             else:
                 kernels.strided[pick](*walk_args)

@@ -526,6 +526,22 @@ def _transpose_rows() -> tuple[int, ...]:
 TRANSPOSE_ROWS = _transpose_rows()
 
 
+def _inputs_first() -> bool:
+    """Whether the transposed walk offers its inputs-first order (Tiling.transpose_in) where a
+    formula reads the target alone with a 0-d gradient: on the CPUs of _SPLIT_512 (Zen 4, where it
+    took 0.79-0.87x the time of the shipped order's best config on five of the six such rows at
+    2^22, and 1.18x on kl_div float32; results/performance.md section 42).
+    ``LOSSTUNE_CPU_INPUTS_FIRST`` 1 offers it on any host, 0 on none. Elsewhere the spaces, and
+    the hashes their tables' entries carry, stay as they were."""
+    forced = os.environ.get("LOSSTUNE_CPU_INPUTS_FIRST")
+    if forced not in (None, "0", "1"):
+        raise ValueError(f"LOSSTUNE_CPU_INPUTS_FIRST: expected 0 or 1, got {forced!r}")
+    return target_cpu() in _SPLIT_512 if forced is None else forced == "1"
+
+
+INPUTS_FIRST = _inputs_first()
+
+
 def _row_bytes(row: int) -> int:
     """A config's transpose_row in bytes: 0 is the host's own row."""
     return row or TRANSPOSE_BYTES
@@ -885,6 +901,8 @@ class CpuKernels:
     # by (tile, transpose_row): TRANSPOSED_TILES by TRANSPOSE_ROWS
     transposed: dict[tuple[int, int], tuple[Callable[..., None], Callable[..., None]]]
     reduce: tuple[Callable[..., None], Callable[..., None]]
+    # the transposed walk in its inputs-first order (Tiling.transpose_in), keyed as transposed
+    transposed_in: dict[tuple[int, int], tuple[Callable[..., None], Callable[..., None]]]
 
 
 def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False) -> CpuKernels:
@@ -1101,6 +1119,70 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
 
         return transposed
 
+    def transposed_in_walk(tile_bytes: int, row: int) -> Callable[..., None]:
+        """The transposed walk in the other order (Tiling.transpose_in), for a formula that reads
+        the target alone with a 0-d gradient (KL with mean/sum; the space offers it only there):
+        pass (a') moves the target's tile through the register transposes into a buffer in out's
+        order, pass (b') runs the formula along each of out's rows, from the buffer into out. One
+        operand is transposed either way, but out's scattered stores now come from the formula's
+        vectorised loop, whose conversions hide them, where the shipped order issues them from the
+        transposes, which share those conversions' pipes on Zen 4 (results/performance.md, section
+        42). Same tiles, blocks and ragged edges as ``transposed``; bitwise the same result."""
+        block, _, pair, _ = _TRANSPOSES[row]
+        row_bytes = _row_bytes(row)
+
+        def transposed_in(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks, stream):
+            # shape, strides and tiles as in transposed: the target steps through dim 1, out through
+            # dim 0; the buffer holds a tile of the target's type, column c's nr rows at c * nr.
+            g, t = _view(pg, spans[0], tg), _view(pt, spans[2], tt)
+            o = _view(po, spans[3], to)
+            cof = np.float32(cof64)
+            rows, cols = np.uint64(shape[0]), np.uint64(shape[1])
+            tr, tc = np.uint64(tile_bytes // _TILE_COLS // o.itemsize), np.uint64(_TILE_COLS)
+            one = np.uint64(1)
+            row_tiles, col_tiles = (rows + tr - one) // tr, (cols + tc - one) // tc
+            so1, st0, st1 = np.uint64(strides[3, 1]), np.uint64(strides[2, 0]), np.uint64(strides[2, 1])
+            g0 = _load(g, 0)
+            for b in prange(nblocks):
+                vectors()
+                buf = np.empty(tile_bytes // o.itemsize, tt.dtype)
+                line = np.empty(tr if stream else np.uint64(0), to.dtype)  # one row's run, streamed out
+                ntiles = row_tiles * col_tiles
+                share = (ntiles + np.uint64(nblocks) - one) // np.uint64(nblocks)
+                for tile_no in range(np.uint64(b) * share, min(ntiles, (np.uint64(b) + one) * share)):
+                    r0, c0 = (np.uint64(tile_no) % row_tiles) * tr, (np.uint64(tile_no) // row_tiles) * tc
+                    nr, nc = min(rows - r0, tr), min(cols - c0, tc)
+                    at = r0 * st0 + c0 * st1
+                    # (a'): whole blocks of the target through registers, pairs then a last odd one
+                    # (the target's own element width sets the block), then the ragged edges.
+                    side = np.uint64(row_bytes // t.itemsize)
+                    nr_whole = nr // side * side if st1 == one else np.uint64(0)
+                    nc_whole = nc // side * side if st1 == one else np.uint64(0)
+                    nr_pairs = nr_whole // (np.uint64(2) * side) * (np.uint64(2) * side)
+                    for c in range(np.uint64(0), nc_whole, side):
+                        for r in range(np.uint64(0), nr_pairs, np.uint64(2) * side):
+                            pair(t, at + r * st0 + c, st0, buf, c * nr + r, nr)
+                        for r in range(nr_pairs, nr_whole, side):
+                            block(t, at + r * st0 + c, st0, buf, c * nr + r, nr)
+                    for c in range(nc):
+                        for r in range(nr_whole if c < nc_whole else np.uint64(0), nr):
+                            buf[c * nr + r] = t[at + r * st0 + c * st1]
+                    # (b'): the formula along each of out's nc rows, a run of nr elements; the
+                    # target stands in for self, which the formula does not read.
+                    for c in range(nc):
+                        base, start = c * nr, (c0 + c) * so1 + r0
+                        if stream:
+                            for r in range(nr):
+                                _store(line, r, value(g0, _load(buf, base + r), _load(buf, base + r), cof))
+                            _stream_out(line, nr, o, start, po)
+                        else:
+                            for r in range(nr):
+                                _store(o, start + r, value(g0, _load(buf, base + r), _load(buf, base + r), cof))
+                if stream:
+                    _sfence()
+
+        return transposed_in
+
     def reduce(pg, px, pt, po, tg, tx, tt, to, spans, kshape, kstrides, rshape, rstrides, n_out, cof64, tile, nblocks):
         # Each output element sums its broadcast dims in ascending linear order, whatever the
         # tiling: the result is bitwise the same for every config. Kahan keeps float32 accurate.
@@ -1148,7 +1230,10 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
         return njit(nogil=True)(fn), njit(parallel=True, nogil=True)(fn)
 
     walks = {(tile, row): both(transposed_walk(tile * 4, row)) for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS}
-    return CpuKernels(both(contiguous(False)), both(contiguous(True)), both(strided), walks, both(reduce))
+    walks_in = {
+        (tile, row): both(transposed_in_walk(tile * 4, row)) for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS
+    }
+    return CpuKernels(both(contiguous(False)), both(contiguous(True)), both(strided), walks, both(reduce), walks_in)
 
 
 _threads = threading.local()  # numba's thread count is per calling thread, so is this memo of it

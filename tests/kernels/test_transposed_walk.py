@@ -335,3 +335,116 @@ def test_a_half_row_config_is_refused_where_the_host_offers_none() -> None:
     )
     printed = run_fresh(code, {"LOSSTUNE_CPU_HALF_ROWS": "0"})
     assert printed.split()[1:] == ["True", "True"], printed
+
+
+_INPUTS_FIRST_SCRIPT = """
+import torch, kernels
+from kernels.backends import cpu_loops
+from kernels.modes import Variant
+from kernels.tiling import Tiling
+assert cpu_loops.INPUTS_FIRST
+bad = []
+def check(label, g, x, t, log, out_dtype):
+    bits = torch.int32 if out_dtype == torch.float32 else torch.int16
+    out = torch.empty(t.shape, dtype=out_dtype)
+    want = kernels.kl_div_backward(g, x.contiguous(), t.contiguous(), "mean", log, out=out).clone()
+    for cores in (1, 2):
+        for stream in (False, True):
+            for row in cpu_loops.TRANSPOSE_ROWS:
+                c = Tiling(4096, cores, Variant.STRIDED, stream=stream, transpose_row=row, transpose_in=True)
+                got = kernels.kl_div_backward(g, x, t, "mean", log, out=torch.empty_like(out), config=c)
+                if not torch.equal(got.view(bits), want.view(bits)):
+                    bad.append((label, log, cores, stream, row))
+gen = torch.Generator().manual_seed(1)
+for dtype in (torch.float32, torch.float16, torch.bfloat16):
+    g = torch.tensor(0.75).to(dtype)
+    for shape in ((128, 64), (130, 77), (64, 200), (5, 300), (300, 3), (9, 9), (40, 48), (70, 320), (67, 160)):
+        x, t = (torch.randn(shape[::-1], generator=gen).to(dtype).t() for _ in range(2))
+        for log in (False, True):
+            check((str(dtype), shape), g, x, t, log, dtype)
+# a float32 target with a 16-bit out (self's type; the blocks follow the target's width: a 16-bit
+# target's 2 bytes a side tie with a float32 out's 4, and the planner keeps out's order), and a target whose
+# inner stride is 2 (its whole tile moves element by element)
+x16 = torch.randn(160, 70, generator=gen).to(torch.float16).t()
+x32 = torch.randn(160, 70, generator=gen).t()
+check("float32 target, float16 out", torch.tensor(2.0), x16, x32, True, torch.float16)
+check("float32 target, bfloat16 out", torch.tensor(0.5), x32.to(torch.bfloat16), x32, False, torch.bfloat16)
+strided = torch.randn(160, 140, generator=gen).to(torch.bfloat16)[:, ::2].t()
+check("stride 2", torch.tensor(1.5), strided, strided, True, torch.bfloat16)
+print(bad)
+"""
+
+
+def test_the_inputs_first_walk_gives_the_contiguous_bits_in_a_fresh_process() -> None:
+    """Tiling.transpose_in (LOSSTUNE_CPU_INPUTS_FIRST=1 offers it on any host): KL with a 0-d
+    gradient, both log_target modes, every dtype and mixed ones, ragged edges, a target of inner
+    stride 2, every row the host offers, 1 and 2 cores, ordinary and streamed stores: bitwise the
+    contiguous call's result."""
+    assert run_fresh(_INPUTS_FIRST_SCRIPT, {"LOSSTUNE_CPU_INPUTS_FIRST": "1"}) == "[]"
+
+
+def test_the_inputs_first_order_is_offered_only_for_a_target_only_formula_with_a_0d_gradient(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The knob is in the space only where the walk applies (KL, mean/sum) and the host offers it;
+    elsewhere the space, and its hash, are the ones without it."""
+    from kernels import plan
+    from kernels.ops import kl_div, mse
+
+    backend = cpu.CpuBackend()
+    x = torch.randn(256, 64).t()
+    monkeypatch.setattr(cpu_loops, "INPUTS_FIRST", True)
+    cases = {
+        "kl_div 0-d": (kl_div.FORMULA, torch.tensor(1.0), True),
+        "kl_div-log 0-d": (kl_div.FORMULA_LOG, torch.tensor(1.0), True),
+        "kl_div full": (kl_div.FORMULA, x, False),
+        "mse 0-d": (mse.FORMULA, torch.tensor(1.0), False),
+    }
+    for label, (formula, g, offered) in cases.items():
+        geo = plan.elementwise_geometry(g, x, x, torch.empty(64, 256), (64, 256))
+        space = backend.space(formula, geo, torch.float32)
+        assert ("transpose_in" in dict(space.knobs)) == offered, label
+        without = tiling.cpu_transposed_space(
+            backend.facts(), geo.numel, geo.n_out * 4, cpu_loops.TRANSPOSED_TILES, cpu_loops.TRANSPOSE_ROWS
+        )
+        assert (space.hash == without.hash) != offered and space.default == without.default, label
+    first = Tiling(tile=4096, cores=2, variant=Variant.STRIDED, transpose_in=True)
+    assert first.short() == "strided tile=4096 cores=2 inputs-first" and Tiling.from_dict(first.to_dict()) == first
+    monkeypatch.setattr(cpu_loops, "INPUTS_FIRST", False)
+    geo = plan.elementwise_geometry(torch.tensor(1.0), x, x, torch.empty(64, 256), (64, 256))
+    assert "transpose_in" not in dict(backend.space(kl_div.FORMULA, geo, torch.float32).knobs)
+
+
+def test_the_inputs_first_order_is_offered_where_asked_and_a_bad_switch_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for switch, cpu_name, want in ((None, "znver4", True), (None, "sapphirerapids", False), ("1", "x", True)):
+        monkeypatch.setattr(cpu_loops, "target_cpu", lambda name=cpu_name: name)
+        if switch is None:
+            monkeypatch.delenv("LOSSTUNE_CPU_INPUTS_FIRST", raising=False)
+        else:
+            monkeypatch.setenv("LOSSTUNE_CPU_INPUTS_FIRST", switch)
+        assert cpu_loops._inputs_first() is want, (switch, cpu_name)
+    monkeypatch.setenv("LOSSTUNE_CPU_INPUTS_FIRST", "0")
+    monkeypatch.setattr(cpu_loops, "target_cpu", lambda: "znver4")
+    assert cpu_loops._inputs_first() is False
+    monkeypatch.setenv("LOSSTUNE_CPU_INPUTS_FIRST", "on")
+    with pytest.raises(ValueError, match="LOSSTUNE_CPU_INPUTS_FIRST: expected 0 or 1, got 'on'"):
+        cpu_loops._inputs_first()
+
+
+def test_an_inputs_first_config_is_refused_where_the_host_offers_none() -> None:
+    code = (
+        "import torch, kernels\n"
+        "from kernels.modes import Variant\n"
+        "from kernels.tiling import Tiling\n"
+        "t = torch.rand(64, 128).t()\n"
+        "out = torch.full((128, 64), 7.0)\n"
+        "c = Tiling(4096, 1, Variant.STRIDED, transpose_in=True)\n"
+        "try:\n"
+        "    kernels.kl_div_backward(torch.tensor(1.0), t, t, 'mean', False, out=out, config=c)\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__, 'transpose_in is not a knob' in str(e), bool((out == 7).all()))\n"
+    )
+    printed = run_fresh(code, {"LOSSTUNE_CPU_INPUTS_FIRST": "0"})
+    assert printed.split()[1:] == ["True", "True"], printed

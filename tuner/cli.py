@@ -318,7 +318,7 @@ def _goals(args: argparse.Namespace) -> int:
 
     from tuner.goals import across, check_rows, evaluate, format_across, format_goals
 
-    reports, machines, raw = [], {}, []
+    reports = []  # (path, header, rows, machine)
     for path in args.reports:  # every file read and checked before anything is printed
         try:
             data = json.loads(path.read_text())
@@ -329,29 +329,28 @@ def _goals(args: argparse.Namespace) -> int:
                 f"reports: expected a report.json written by `losstune bench --report --out`, got {path} ({e})"
             ) from e
         host = data.get("host")
-        machines[path] = str(host.get("machine", "?")) if isinstance(host, dict) else "?"
-        reports.append((path, header, evaluate(rows)))
-        raw.append(rows)
+        reports.append((path, header, rows, str(host.get("machine", "?")) if isinstance(host, dict) else "?"))
     if args.across:
-        named = sorted(set(machines.values()))
-        if len(args.reports) < 2 or len(named) > 1:
-            got = ", ".join(f"{path} ({m})" for path, m in machines.items())
+        named = sorted({machine for *_, machine in reports})
+        if len(reports) < 2 or len(named) > 1:
+            got = ", ".join(f"{path} ({machine})" for path, _, _, machine in reports)
             raise ValueError(f"reports: --across expected two or more reports of one machine, got {got}")
-        verdicts, met = across(raw)
+        verdicts, met = across([rows for _, _, rows, _ in reports])
         if args.json:
             print(json.dumps({"reports": [str(p) for p in args.reports], "verdicts": [asdict(v) for v in verdicts]}))
         else:
-            print(f"{len(args.reports)} reports of {named[0]}:")
-            for i, (path, header, _) in enumerate(reports, 1):
+            print(f"{len(reports)} reports of {named[0]}:")
+            for i, (path, header, _, _) in enumerate(reports, 1):
                 print(f"  {i}. {path}: {header.splitlines()[0] if header else '(no header)'}")
-            print(format_across(verdicts, met, len(args.reports)))
+            print(format_across(verdicts, met, len(reports)))
         return 1 if args.fail_on_miss and verdicts else 0
+    evaluated = [(path, header, evaluate(rows)) for path, header, rows, _ in reports]
     if args.json:
-        print(json.dumps({str(path): [asdict(m) for m in misses] for path, _, (_, misses) in reports}, indent=1))
+        print(json.dumps({str(path): [asdict(m) for m in misses] for path, _, (_, misses) in evaluated}, indent=1))
     else:
-        for path, header, (table, misses) in reports:
+        for path, header, (table, misses) in evaluated:
             print(f"{path}: {header.splitlines()[0] if header else '(no header)'}\n{format_goals(table, misses)}\n")
-    return 1 if args.fail_on_miss and any(misses for _, _, (_, misses) in reports) else 0
+    return 1 if args.fail_on_miss and any(misses for _, _, (_, misses) in evaluated) else 0
 
 
 def _doctor(args: argparse.Namespace) -> int:

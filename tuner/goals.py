@@ -215,14 +215,18 @@ class Verdict:
     measured: tuple[float, ...]  # NaN where a report has no row for it
     missed: int  # the reports that miss it
 
+    @property
+    def read(self) -> int:
+        """The reports that have a row for it (NaN is the only value unequal to itself)."""
+        return sum(v == v for v in self.measured)
+
     def line(self) -> str:
         def value(v: float) -> str:
             if v != v:
                 return "-"
             return f"{v:.0f}%" if self.what.startswith("roofline") else f"{v:.2f}x"
 
-        read = sum(v == v for v in self.measured)
-        where = "" if self.missed == read else f"; missed in {self.missed} of {read}"
+        where = "" if self.missed == self.read else f"; missed in {self.missed} of {self.read}"
         return f"{self.op} {self.dtype} {self.what}: {', '.join(map(value, self.measured))} (goal {self.goal}{where})"
 
 
@@ -251,7 +255,7 @@ def across(reports: Sequence[Sequence[Mapping[str, object]]]) -> tuple[list[Verd
 
 def format_across(verdicts: Sequence[Verdict], met: int, count: int) -> str:
     """across's result: the goals missed in every report that reads them, then those missed in some."""
-    always = [v for v in verdicts if v.missed == sum(x == x for x in v.measured)]
+    always = [v for v in verdicts if v.missed == v.read]
     some = [v for v in verdicts if v not in always]
     lines = [f"missed in every report: {len(always)}"] + [f"- {v.line()}" for v in always]
     lines += ["", f"missed in some of the {count} reports: {len(some)}"] + [f"- {v.line()}" for v in some]

@@ -318,23 +318,30 @@ def test_half_rows_are_offered_only_on_whole_line_hosts_that_ask(monkeypatch: py
         cpu_loops._transpose_rows()
 
 
-def test_a_half_row_config_is_refused_where_the_host_offers_none() -> None:
-    """Without the knob a config naming half rows is not in the space: the call says so before
-    anything is written."""
+def _refused_in_fresh_process(knob: str, call: str, env: dict[str, str]) -> None:
+    """A config naming ``knob`` (``knob=...`` in a Tiling) where ``env`` keeps it out of the space:
+    ``call`` (kernels.<call> on a transposed 64 x 128 tensor t, into an out of 7s, ``out=out,
+    config=c`` appended) is refused naming the knob, and out keeps every 7."""
     code = (
         "import torch, kernels\n"
         "from kernels.modes import Variant\n"
         "from kernels.tiling import Tiling\n"
-        "x = torch.randn(64, 128).t()\n"
+        "t = torch.rand(64, 128).t()\n"
         "out = torch.full((128, 64), 7.0)\n"
-        "c = Tiling(4096, 1, Variant.STRIDED, transpose_row=32)\n"
+        f"c = Tiling(4096, 1, Variant.STRIDED, {knob})\n"
         "try:\n"
-        "    kernels.mse_loss_backward(x, x, x, 'none', out=out, config=c)\n"
+        f"    kernels.{call}, out=out, config=c)\n"
         "except Exception as e:\n"
-        "    print(type(e).__name__, 'transpose_row is not a knob' in str(e), bool((out == 7).all()))\n"
+        f"    print(type(e).__name__, '{knob.split('=')[0]} is not a knob' in str(e), bool((out == 7).all()))\n"
     )
-    printed = run_fresh(code, {"LOSSTUNE_CPU_HALF_ROWS": "0"})
+    printed = run_fresh(code, env)
     assert printed.split()[1:] == ["True", "True"], printed
+
+
+def test_a_half_row_config_is_refused_where_the_host_offers_none() -> None:
+    """Without the knob a config naming half rows is not in the space: the call says so before
+    anything is written."""
+    _refused_in_fresh_process("transpose_row=32", "mse_loss_backward(t, t, t, 'none'", {"LOSSTUNE_CPU_HALF_ROWS": "0"})
 
 
 _INPUTS_FIRST_SCRIPT = """
@@ -434,17 +441,8 @@ def test_the_inputs_first_order_is_offered_where_asked_and_a_bad_switch_is_refus
 
 
 def test_an_inputs_first_config_is_refused_where_the_host_offers_none() -> None:
-    code = (
-        "import torch, kernels\n"
-        "from kernels.modes import Variant\n"
-        "from kernels.tiling import Tiling\n"
-        "t = torch.rand(64, 128).t()\n"
-        "out = torch.full((128, 64), 7.0)\n"
-        "c = Tiling(4096, 1, Variant.STRIDED, transpose_in=True)\n"
-        "try:\n"
-        "    kernels.kl_div_backward(torch.tensor(1.0), t, t, 'mean', False, out=out, config=c)\n"
-        "except Exception as e:\n"
-        "    print(type(e).__name__, 'transpose_in is not a knob' in str(e), bool((out == 7).all()))\n"
+    _refused_in_fresh_process(
+        "transpose_in=True",
+        "kl_div_backward(torch.tensor(1.0), t, t, 'mean', False",
+        {"LOSSTUNE_CPU_INPUTS_FIRST": "0"},
     )
-    printed = run_fresh(code, {"LOSSTUNE_CPU_INPUTS_FIRST": "0"})
-    assert printed.split()[1:] == ["True", "True"], printed

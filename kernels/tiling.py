@@ -38,6 +38,9 @@ class Tiling:
     # cpu only, the transposed walk: the target through the transposes first, then the formula
     # along out's rows (cpu_loops.transposed_in; offered where the formula reads the target alone)
     transpose_in: bool = False
+    # cpu only, the transposed walk: out's lines of one tile stored during the next tile's formula
+    # pass (cpu_loops.transposed_deferred; offered for 16-bit outs where cpu_loops.DEFERRED)
+    defer_out: bool = False
 
     def to_dict(self) -> dict[str, object]:
         return {**dataclasses.asdict(self), "variant": self.variant.value}
@@ -68,6 +71,8 @@ class Tiling:
             parts.append(f"row={self.transpose_row}B")
         if self.transpose_in:
             parts.append("inputs-first")
+        if self.defer_out:
+            parts.append("deferred")
         return " ".join(parts)
 
 
@@ -215,6 +220,11 @@ CPU_TRANSPOSED_TILE = 64 * 64
 CPU_STREAM_OUT_BYTES = 1 << 24
 
 
+_CPU_ONE_ORDER = Constraint(  # one object, as _CPU_PREFETCHING
+    "one_walk_order", "not (transpose_in and defer_out)", lambda c: not (c.transpose_in and c.defer_out)
+)
+
+
 def cpu_transposed_space(
     facts: DeviceFacts,
     numel: int,
@@ -222,6 +232,7 @@ def cpu_transposed_space(
     tiles: tuple[int, ...] = (CPU_TRANSPOSED_TILE,),
     rows: tuple[int, ...] = (0,),
     inputs_first: bool = False,
+    deferred: bool = False,
 ) -> Space:
     """The space of a transposed walk: ``tiles`` (the walk's buffer in 4-byte words, the backend's
     list), cores, stream and, where the backend offers more than its own, ``rows`` (the register
@@ -231,7 +242,10 @@ def cpu_transposed_space(
     CPU_STREAM_OUT_BYTES on, the host's own rows. The launch stores ordinarily, whatever the config,
     where out's lines are not aligned for non-temporal stores. ``inputs_first`` adds the walk's
     order as a knob (transpose_in: cpu_loops.INPUTS_FIRST, for a formula that reads the target
-    alone with a 0-d gradient); without it the space and its hash are as before the knob."""
+    alone with a 0-d gradient); without it the space and its hash are as before the knob.
+    ``deferred`` adds defer_out (cpu_loops.DEFERRED, for a 16-bit out), a walk of the shipped
+    order only: with inputs_first too, a constraint keeps the two apart. Without it, the same: the
+    space and its hash are as before."""
     cores = tuple(range(1, facts.cores + 1))
     default = Tiling(
         tile=CPU_TRANSPOSED_TILE,
@@ -246,7 +260,9 @@ def cpu_transposed_space(
         ("stream", (False, True)),
     ) + ((("transpose_row", rows),) if len(rows) > 1 else ())
     knobs += (("transpose_in", (False, True)),) if inputs_first else ()
-    return Space("cpu", knobs, (), default)
+    knobs += (("defer_out", (False, True)),) if deferred else ()
+    constraints = (_CPU_ONE_ORDER,) if inputs_first and deferred else ()
+    return Space("cpu", knobs, constraints, default)
 
 
 # ---- cuda: persistent Triton programs ---------------------------------------------------------------

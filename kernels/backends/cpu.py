@@ -186,8 +186,10 @@ class CpuBackend:
                 and not formula.reads_input
                 and geometry.grad_kind is GradKind.SCALAR
             )
+            # Deferring out's stores gained on 16-bit outs only (float32's pieces are half as long).
+            deferred = getattr(loops, "DEFERRED", False) and dtype.itemsize == 2
             return cpu_transposed_space(
-                self._facts, geometry.numel, out_bytes, loops.TRANSPOSED_TILES, loops.TRANSPOSE_ROWS, first
+                self._facts, geometry.numel, out_bytes, loops.TRANSPOSED_TILES, loops.TRANSPOSE_ROWS, first, deferred
             )
         table = (Variant.TABLE,) if table_variant(formula, geometry, dtype) else ()
         return cpu_space(self._facts, geometry.variants + table, geometry.numel)
@@ -245,7 +247,10 @@ class CpuBackend:
             if geo.layout is Layout.TRANSPOSED:
                 # The inputs own the inner dim, out the outer one: the tiled walk that transposes
                 # through a buffer of its tile (cpu_loops.transposed).
-                walks = kernels.transposed_in if cfg.transpose_in else kernels.transposed
+                if cfg.transpose_in:
+                    walks = kernels.transposed_in
+                else:
+                    walks = kernels.transposed_deferred if cfg.defer_out else kernels.transposed
                 walk = walks[cfg.tile, cfg.transpose_row][pick]
                 walk(*walk_args, cfg.stream and _line_aligned(o, geo.strides[3][1]))
             else:

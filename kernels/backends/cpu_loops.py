@@ -542,6 +542,21 @@ def _inputs_first() -> bool:
 INPUTS_FIRST = _inputs_first()
 
 
+def _deferred() -> bool:
+    """Whether the transposed walk offers deferring out's stores (Tiling.defer_out) for a 16-bit
+    out: on the CPUs of _SPLIT_512 (Zen 4, where streamed half rows took 0.79-0.93x the time of the
+    shipped walk's same config on the 16-bit rows at 2^22, and float32 lost, 1.04-1.4x;
+    results/performance.md section 43). ``LOSSTUNE_CPU_DEFERRED`` 1 offers it on any host, 0 on
+    none. Elsewhere the spaces, and the hashes their tables' entries carry, stay as they were."""
+    forced = os.environ.get("LOSSTUNE_CPU_DEFERRED")
+    if forced not in (None, "0", "1"):
+        raise ValueError(f"LOSSTUNE_CPU_DEFERRED: expected 0 or 1, got {forced!r}")
+    return target_cpu() in _SPLIT_512 if forced is None else forced == "1"
+
+
+DEFERRED = _deferred()
+
+
 def _row_bytes(row: int) -> int:
     """A config's transpose_row in bytes: 0 is the host's own row."""
     return row or TRANSPOSE_BYTES
@@ -695,6 +710,22 @@ def _stream_out(buf, m, o, s, po):
         _stream_line(buf, i, o, s + i)
     for i in range(whole, m):
         o[s + i] = buf[i]
+
+
+@njit(inline="always")
+def _rows_out(held, j0, j1, nr, o, start, so1, stream):
+    """Rows j0 to j1 of a tile ``held`` in out's order (row j's nr elements at j * nr) into out's
+    rows from ``start``, so1 apart: whole lines non-temporally where ``stream`` and nr is a whole
+    number of them (the launch has checked out's rows line-aligned), else element by element."""
+    step = np.uint64(LINE // o.itemsize)
+    for j in range(j0, j1):
+        src, dst = j * nr, start + j * so1
+        if stream and nr % step == 0:
+            for i in range(np.uint64(0), nr, step):
+                _stream_line(held, src + i, o, dst + i)
+        else:
+            for i in range(nr):
+                o[dst + i] = held[src + i]
 
 
 # ---- the table walk: out[i] = table[bits of target[i]] -------------------------------------------
@@ -903,6 +934,8 @@ class CpuKernels:
     reduce: tuple[Callable[..., None], Callable[..., None]]
     # the transposed walk in its inputs-first order (Tiling.transpose_in), keyed as transposed
     transposed_in: dict[tuple[int, int], tuple[Callable[..., None], Callable[..., None]]]
+    # the transposed walk with out's stores deferred into the next tile's pass (a) (Tiling.defer_out)
+    transposed_deferred: dict[tuple[int, int], tuple[Callable[..., None], Callable[..., None]]]
 
 
 def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False) -> CpuKernels:
@@ -1183,6 +1216,109 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
 
         return transposed_in
 
+    @njit(inline="always")
+    def formula_rows(g, x, t, buf, ug, ux, ut, rb, sg0, sx0, st0, sg1, sx1, st1, runs, run, nc, unit, cof):
+        # The transposed walk's pass (a), as in transposed: ``runs`` runs of ``run`` elements, run r
+        # from the operands' offsets plus r times their row strides into buf from rb + r * nc.
+        for r in range(runs):
+            rg, rx, rt, rr = ug + r * sg0, ux + r * sx0, ut + r * st0, rb + r * nc
+            if unit and sg1 == 0:
+                g0 = _load(g, rg)
+                for c in range(run):
+                    _store(buf, rr + c, value(g0, _load(x, rx + c), _load(t, rt + c), cof))
+            elif unit and sg1 == 1:
+                for c in range(run):
+                    _store(buf, rr + c, value(_load(g, rg + c), _load(x, rx + c), _load(t, rt + c), cof))
+            else:
+                for c in range(run):
+                    gi, xi, ti = _load(g, rg + c * sg1), _load(x, rx + c * sx1), _load(t, rt + c * st1)
+                    _store(buf, rr + c, value(gi, xi, ti, cof))
+
+    def transposed_deferred_walk(tile_bytes: int, row: int) -> Callable[..., None]:
+        """The transposed walk with out's stores deferred (Tiling.defer_out): pass (b) transposes
+        the tile into a second L1 buffer in out's order, and its out rows are stored during the
+        next tile's pass (a), one row after each of that pass's nc runs of nr elements. The
+        shipped walk issues them from the transposes, which share Zen 4's vector pipes with the
+        conversions; from the formula's vectorised loop they hide behind its conversions, as the
+        contiguous loop's own stores do (results/performance.md, section 43). Same tiles, blocks
+        and ragged edges as ``transposed``, bitwise the same result; a tile that is not whole, or
+        follows one that is not, is stored before the next pass (a) starts."""
+        block, _, pair, _ = _TRANSPOSES[row]
+        row_bytes = _row_bytes(row)
+
+        def transposed_deferred(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks, stream):
+            # shape, strides and tiles as in transposed.
+            g, x, t = _view(pg, spans[0], tg), _view(px, spans[1], tx), _view(pt, spans[2], tt)
+            o = _view(po, spans[3], to)
+            cof = np.float32(cof64)
+            rows, cols = np.uint64(shape[0]), np.uint64(shape[1])
+            tr, tc = np.uint64(tile_bytes // _TILE_COLS // o.itemsize), np.uint64(_TILE_COLS)
+            one, zero = np.uint64(1), np.uint64(0)
+            row_tiles, col_tiles = (rows + tr - one) // tr, (cols + tc - one) // tc
+            so1 = np.uint64(strides[3, 1])
+            sg0, sx0, st0 = np.uint64(strides[0, 0]), np.uint64(strides[1, 0]), np.uint64(strides[2, 0])
+            sg1, sx1, st1 = np.uint64(strides[0, 1]), np.uint64(strides[1, 1]), np.uint64(strides[2, 1])
+            unit = sx1 == 1 and st1 == 1
+            step = np.uint64(LINE // o.itemsize)  # elements per line
+            for b in prange(nblocks):
+                vectors()
+                buf = np.empty(tile_bytes // o.itemsize, to.dtype)
+                held = np.empty(tile_bytes // o.itemsize, to.dtype)  # the last tile, out's order
+                hnc = hnr = hstart = zero  # its out rows, their length, where the first goes
+                ntiles = row_tiles * col_tiles
+                share = (ntiles + np.uint64(nblocks) - one) // np.uint64(nblocks)
+                for tile_no in range(np.uint64(b) * share, min(ntiles, (np.uint64(b) + one) * share)):
+                    r0, c0 = (np.uint64(tile_no) % row_tiles) * tr, (np.uint64(tile_no) // row_tiles) * tc
+                    nr, nc = min(rows - r0, tr), min(cols - c0, tc)
+                    ug, ux, ut = r0 * sg0 + c0 * sg1, r0 * sx0 + c0 * sx1, r0 * st0 + c0 * st1
+                    g_dense = (sg0 == 0 and sg1 == 0) or (sg0 == nc and sg1 == 1)
+                    dense = unit and sx0 == nc and st0 == nc and g_dense
+                    if dense and nr == tr and nc == tc and hnc == tc and hnr == tr:
+                        # (a) in nc pieces of nr elements (the tile is one run), the held tile's
+                        # out row j stored after piece j. Written out here rather than through
+                        # formula_rows and _rows_out: that form took 1.03-1.16x this one's time.
+                        g0 = _load(g, ug)
+                        for j in range(tc):
+                            at = j * tr
+                            if sg1 == 0:
+                                for c in range(tr):
+                                    _store(buf, at + c, value(g0, _load(x, ux + at + c), _load(t, ut + at + c), cof))
+                            else:
+                                for c in range(tr):
+                                    gi = _load(g, ug + at + c)
+                                    _store(buf, at + c, value(gi, _load(x, ux + at + c), _load(t, ut + at + c), cof))
+                            src, dst = j * tr, hstart + j * so1
+                            if stream:
+                                for i in range(zero, tr, step):
+                                    _stream_line(held, src + i, o, dst + i)
+                            else:
+                                for i in range(tr):
+                                    o[dst + i] = held[src + i]
+                    else:
+                        _rows_out(held, zero, hnc, hnr, o, hstart, so1, stream)
+                        runs, run = (one, nr * nc) if dense else (nr, nc)
+                        formula_rows(
+                            g, x, t, buf, ug, ux, ut, zero, sg0, sx0, st0, sg1, sx1, st1, runs, run, nc, unit, cof
+                        )
+                    # (b): the tile into held through registers, column c's nr rows at c * nr.
+                    side = np.uint64(row_bytes // o.itemsize)  # _block(itemsize, row_bytes)
+                    nr_whole, nc_whole = nr // side * side, nc // side * side
+                    nr_pairs = nr_whole // (np.uint64(2) * side) * (np.uint64(2) * side)
+                    for c in range(zero, nc_whole, side):
+                        for r in range(zero, nr_pairs, np.uint64(2) * side):
+                            pair(buf, r * nc + c, nc, held, c * nr + r, nr)
+                        for r in range(nr_pairs, nr_whole, side):
+                            block(buf, r * nc + c, nc, held, c * nr + r, nr)
+                    for c in range(nc):
+                        for r in range(nr_whole if c < nc_whole else zero, nr):
+                            held[c * nr + r] = buf[r * nc + c]
+                    hnc, hnr, hstart = nc, nr, c0 * so1 + r0
+                _rows_out(held, zero, hnc, hnr, o, hstart, so1, stream)
+                if stream:
+                    _sfence()
+
+        return transposed_deferred
+
     def reduce(pg, px, pt, po, tg, tx, tt, to, spans, kshape, kstrides, rshape, rstrides, n_out, cof64, tile, nblocks):
         # Each output element sums its broadcast dims in ascending linear order, whatever the
         # tiling: the result is bitwise the same for every config. Kahan keeps float32 accurate.
@@ -1233,7 +1369,14 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
     walks_in = {
         (tile, row): both(transposed_in_walk(tile * 4, row)) for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS
     }
-    return CpuKernels(both(contiguous(False)), both(contiguous(True)), both(strided), walks, both(reduce), walks_in)
+    walks_deferred = {
+        (tile, row): both(transposed_deferred_walk(tile * 4, row))
+        for tile in TRANSPOSED_TILES
+        for row in TRANSPOSE_ROWS
+    }
+    return CpuKernels(
+        both(contiguous(False)), both(contiguous(True)), both(strided), walks, both(reduce), walks_in, walks_deferred
+    )
 
 
 _threads = threading.local()  # numba's thread count is per calling thread, so is this memo of it

@@ -446,3 +446,115 @@ def test_an_inputs_first_config_is_refused_where_the_host_offers_none() -> None:
         "kl_div_backward(torch.tensor(1.0), t, t, 'mean', False",
         {"LOSSTUNE_CPU_INPUTS_FIRST": "0"},
     )
+
+
+_DEFERRED_SCRIPT = """
+import torch, kernels
+from kernels.backends import cpu_loops
+from kernels.modes import Variant
+from kernels.tiling import Tiling
+assert cpu_loops.DEFERRED
+calls = {
+    "mse": lambda g, x, t, red, **kw: kernels.mse_loss_backward(g, x, t, red, **kw),
+    "l1": lambda g, x, t, red, **kw: kernels.l1_loss_backward(g, x, t, red, **kw),
+    "kl_div": lambda g, x, t, red, **kw: kernels.kl_div_backward(g, x, t, red, False, **kw),
+    "kl_div-log": lambda g, x, t, red, **kw: kernels.kl_div_backward(g, x, t, red, True, **kw),
+}
+bad = []
+def check(label, op, g, x, t):
+    red = "none" if g.dim() else "mean"
+    bits = torch.int16
+    want = calls[op](g.contiguous(), x.contiguous(), t.contiguous(), red)
+    for cores in (1, 2):
+        for stream in (False, True):
+            for row in cpu_loops.TRANSPOSE_ROWS:
+                c = Tiling(4096, cores, Variant.STRIDED, stream=stream, transpose_row=row, defer_out=True)
+                got = calls[op](g, x, t, red, out=torch.empty(want.shape, dtype=want.dtype), config=c)
+                if not torch.equal(got.view(bits), want.view(bits)):
+                    bad.append((label, op, cores, stream, row))
+gen = torch.Generator().manual_seed(1)
+def transposed(shape, dtype):
+    return torch.randn(shape[::-1], generator=gen).to(dtype).t()
+# whole tiles one after another (the pieces with the held tile's rows between them), ragged tiles
+# between whole ones (held rows stored before the next pass), and shapes under one tile
+shapes = ((256, 256), (384, 192), (300, 200), (130, 77), (9, 9))
+for dtype in (torch.float16, torch.bfloat16):
+    for shape in shapes:
+        x, t = transposed(shape, dtype), transposed(shape, dtype)
+        grads = {"full": transposed(shape, dtype), "0-d": torch.tensor(0.75).to(dtype)}
+        if shape == (384, 192):  # a row of gradients, stride 0 on dim 0: its tiles are never one run
+            grads["row"] = torch.randn(shape[1], generator=gen).to(dtype)
+        for op in calls:
+            for grad, g in grads.items():
+                check((str(dtype), shape, grad), op, g, x, t)
+# a float32 target with a 16-bit self and out (KL takes one), and inputs of inner stride 2 (their tiles go row by row)
+x16, t32 = transposed((256, 320), torch.float16), transposed((256, 320), torch.float32)
+check("float32 target, float16 out", "kl_div", torch.tensor(2.0).half(), x16, t32)
+check("float32 target, float16 out", "kl_div-log", torch.tensor(0.5).half(), x16, t32)
+strided = torch.randn(320, 520, generator=gen).to(torch.bfloat16)[:, ::2].t()
+check("stride 2", "l1", torch.tensor(1.5).to(torch.bfloat16), strided, strided.clone())
+print(bad)
+"""
+
+
+def test_the_deferred_walk_gives_the_contiguous_bits_in_a_fresh_process() -> None:
+    """Tiling.defer_out (LOSSTUNE_CPU_DEFERRED=1 offers it on any host): every op and KL mode,
+    both 16-bit dtypes and a float32 target beside them, full, 0-d and row gradients, whole tiles
+    in sequence and ragged ones among them, inputs of inner stride 2, every row the host offers, 1
+    and 2 cores, ordinary and streamed stores: bitwise the contiguous call's result."""
+    assert run_fresh(_DEFERRED_SCRIPT, {"LOSSTUNE_CPU_DEFERRED": "1"}) == "[]"
+
+
+def test_deferring_is_offered_only_for_16_bit_outs_and_never_with_inputs_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """defer_out is in the space only for a 16-bit out on a host that offers it; a float32 space,
+    and its hash, are the ones without it; where inputs-first is a knob too, no config takes both."""
+    from kernels import plan
+    from kernels.ops import kl_div, mse
+
+    backend = cpu.CpuBackend()
+    x = torch.randn(256, 64).t()
+    monkeypatch.setattr(cpu_loops, "DEFERRED", True)
+    monkeypatch.setattr(cpu_loops, "INPUTS_FIRST", True)
+    for dtype, offered in ((torch.float32, False), (torch.float16, True), (torch.bfloat16, True)):
+        geo = plan.elementwise_geometry(x, x, x, torch.empty(64, 256), (64, 256))
+        space = backend.space(mse.FORMULA, geo, dtype)
+        assert ("defer_out" in dict(space.knobs)) == offered, dtype
+        without = tiling.cpu_transposed_space(
+            backend.facts(), geo.numel, geo.n_out * dtype.itemsize, cpu_loops.TRANSPOSED_TILES, cpu_loops.TRANSPOSE_ROWS
+        )
+        assert (space.hash == without.hash) != offered and space.default == without.default, dtype
+    geo = plan.elementwise_geometry(torch.tensor(1.0), x, x, torch.empty(64, 256), (64, 256))
+    space = backend.space(kl_div.FORMULA, geo, torch.float16)
+    assert {"defer_out", "transpose_in"} <= set(dict(space.knobs))
+    both = Tiling(tile=4096, cores=1, variant=Variant.STRIDED, transpose_in=True, defer_out=True)
+    assert both not in space and space.violations(both) == ["one_walk_order: not (transpose_in and defer_out)"]
+    assert any(c.defer_out for c in space) and any(c.transpose_in for c in space)
+    deferred = Tiling(tile=4096, cores=2, variant=Variant.STRIDED, stream=True, defer_out=True)
+    assert deferred.short() == "strided tile=4096 cores=2 stream deferred"
+    assert Tiling.from_dict(deferred.to_dict()) == deferred
+    monkeypatch.setattr(cpu_loops, "DEFERRED", False)
+    assert "defer_out" not in dict(backend.space(kl_div.FORMULA, geo, torch.float16).knobs)
+
+
+def test_deferring_is_offered_where_asked_and_a_bad_switch_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    for switch, cpu_name, want in ((None, "znver4", True), (None, "sapphirerapids", False), ("1", "x", True)):
+        monkeypatch.setattr(cpu_loops, "target_cpu", lambda name=cpu_name: name)
+        if switch is None:
+            monkeypatch.delenv("LOSSTUNE_CPU_DEFERRED", raising=False)
+        else:
+            monkeypatch.setenv("LOSSTUNE_CPU_DEFERRED", switch)
+        assert cpu_loops._deferred() is want, (switch, cpu_name)
+    monkeypatch.setenv("LOSSTUNE_CPU_DEFERRED", "0")
+    monkeypatch.setattr(cpu_loops, "target_cpu", lambda: "znver4")
+    assert cpu_loops._deferred() is False
+    monkeypatch.setenv("LOSSTUNE_CPU_DEFERRED", "yes")
+    with pytest.raises(ValueError, match="LOSSTUNE_CPU_DEFERRED: expected 0 or 1, got 'yes'"):
+        cpu_loops._deferred()
+
+
+def test_a_deferred_config_is_refused_where_the_host_offers_none() -> None:
+    _refused_in_fresh_process(
+        "defer_out=True", "mse_loss_backward(t.half(), t.half(), t.half(), 'none'", {"LOSSTUNE_CPU_DEFERRED": "0"}
+    )

@@ -252,9 +252,9 @@ def test_plumbing_without_compiling_old_walks_keyed_by_tile_are_launched_as_tile
 
     def old_make(value: object, compute_bound: bool = False) -> cpu_loops.CpuKernels:
         pair = ("serial", "parallel")
-        # Today's class holds the inputs-first walks too; an old revision's own class has no such field.
+        # Today's class holds the inputs-first and deferred walks too; an old revision's own class has neither.
         walks = {4096: ("w", "W"), 16384: ("v", "V")}
-        return cpu_loops.CpuKernels(pair, pair, pair, walks, pair, {})  # type: ignore[arg-type]
+        return cpu_loops.CpuKernels(pair, pair, pair, walks, pair, {}, {})  # type: ignore[arg-type]
 
     old = pytypes.ModuleType("old_loops")
     old.make_cpu_kernels = old_make  # type: ignore[attr-defined]

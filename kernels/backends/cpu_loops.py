@@ -544,8 +544,8 @@ INPUTS_FIRST = _inputs_first()
 
 def _deferred() -> bool:
     """Whether the transposed walk offers deferring out's stores (Tiling.defer_out) for a 16-bit
-    out: on the CPUs of _SPLIT_512 (Zen 4, where streamed half rows took 0.79-0.93x the time of the
-    shipped walk's same config on the 16-bit rows at 2^22, and float32 lost, 1.04-1.4x;
+    out: on the CPUs of _SPLIT_512 (Zen 4, where streamed half rows took 0.78-0.96x the time of the
+    shipped walk's same config on the 16-bit rows at 2^22, and float32 lost, 1.04-1.37x;
     results/performance.md section 43). ``LOSSTUNE_CPU_DEFERRED`` 1 offers it on any host, 0 on
     none. Elsewhere the spaces, and the hashes their tables' entries carry, stay as they were."""
     forced = os.environ.get("LOSSTUNE_CPU_DEFERRED")

@@ -526,6 +526,15 @@ def _transpose_rows() -> tuple[int, ...]:
 TRANSPOSE_ROWS = _transpose_rows()
 
 
+def _on_split_512(switch: str) -> bool:
+    """Whether a walk offered on the CPUs of _SPLIT_512 is offered here: the environment variable
+    ``switch`` 1 offers it on any host, 0 on none, unset leaves it to the CPU."""
+    forced = os.environ.get(switch)
+    if forced not in (None, "0", "1"):
+        raise ValueError(f"{switch}: expected 0 or 1, got {forced!r}")
+    return target_cpu() in _SPLIT_512 if forced is None else forced == "1"
+
+
 def _inputs_first() -> bool:
     """Whether the transposed walk offers its inputs-first order (Tiling.transpose_in) where a
     formula reads the target alone with a 0-d gradient: on the CPUs of _SPLIT_512 (Zen 4, where it
@@ -533,10 +542,7 @@ def _inputs_first() -> bool:
     2^22, and 1.18x on kl_div float32; results/performance.md section 42).
     ``LOSSTUNE_CPU_INPUTS_FIRST`` 1 offers it on any host, 0 on none. Elsewhere the spaces, and
     the hashes their tables' entries carry, stay as they were."""
-    forced = os.environ.get("LOSSTUNE_CPU_INPUTS_FIRST")
-    if forced not in (None, "0", "1"):
-        raise ValueError(f"LOSSTUNE_CPU_INPUTS_FIRST: expected 0 or 1, got {forced!r}")
-    return target_cpu() in _SPLIT_512 if forced is None else forced == "1"
+    return _on_split_512("LOSSTUNE_CPU_INPUTS_FIRST")
 
 
 INPUTS_FIRST = _inputs_first()
@@ -548,10 +554,7 @@ def _deferred() -> bool:
     shipped walk's same config on the 16-bit rows at 2^22, and float32 lost, 1.04-1.37x;
     results/performance.md section 43). ``LOSSTUNE_CPU_DEFERRED`` 1 offers it on any host, 0 on
     none. Elsewhere the spaces, and the hashes their tables' entries carry, stay as they were."""
-    forced = os.environ.get("LOSSTUNE_CPU_DEFERRED")
-    if forced not in (None, "0", "1"):
-        raise ValueError(f"LOSSTUNE_CPU_DEFERRED: expected 0 or 1, got {forced!r}")
-    return target_cpu() in _SPLIT_512 if forced is None else forced == "1"
+    return _on_split_512("LOSSTUNE_CPU_DEFERRED")
 
 
 DEFERRED = _deferred()

@@ -13,6 +13,7 @@ tunes cores, the stream flag and, where offered, the tile and the row (tiling.cp
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from functools import cache
 
 import numpy as np
@@ -422,22 +423,29 @@ def test_the_inputs_first_order_is_offered_only_for_a_target_only_formula_with_a
     assert "transpose_in" not in dict(backend.space(kl_div.FORMULA, geo, torch.float32).knobs)
 
 
-def test_the_inputs_first_order_is_offered_where_asked_and_a_bad_switch_is_refused(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("offered", "switch"),
+    [(cpu_loops._inputs_first, "LOSSTUNE_CPU_INPUTS_FIRST"), (cpu_loops._deferred, "LOSSTUNE_CPU_DEFERRED")],
+    ids=["inputs-first", "deferred"],
+)
+def test_a_zen4_walk_is_offered_where_asked_and_a_bad_switch_is_refused(
+    monkeypatch: pytest.MonkeyPatch, offered: Callable[[], bool], switch: str
 ) -> None:
-    for switch, cpu_name, want in ((None, "znver4", True), (None, "sapphirerapids", False), ("1", "x", True)):
+    """Tiling.transpose_in and Tiling.defer_out: offered on Zen 4 alone unless their switch says."""
+    for value, cpu_name, want in ((None, "znver4", True), (None, "sapphirerapids", False), ("1", "x", True)):
         monkeypatch.setattr(cpu_loops, "target_cpu", lambda name=cpu_name: name)
-        if switch is None:
-            monkeypatch.delenv("LOSSTUNE_CPU_INPUTS_FIRST", raising=False)
+        if value is None:
+            monkeypatch.delenv(switch, raising=False)
         else:
-            monkeypatch.setenv("LOSSTUNE_CPU_INPUTS_FIRST", switch)
-        assert cpu_loops._inputs_first() is want, (switch, cpu_name)
-    monkeypatch.setenv("LOSSTUNE_CPU_INPUTS_FIRST", "0")
+            monkeypatch.setenv(switch, value)
+        assert offered() is want, (value, cpu_name)
+    monkeypatch.setenv(switch, "0")
     monkeypatch.setattr(cpu_loops, "target_cpu", lambda: "znver4")
-    assert cpu_loops._inputs_first() is False
-    monkeypatch.setenv("LOSSTUNE_CPU_INPUTS_FIRST", "on")
-    with pytest.raises(ValueError, match="LOSSTUNE_CPU_INPUTS_FIRST: expected 0 or 1, got 'on'"):
-        cpu_loops._inputs_first()
+    assert offered() is False
+    for bad in ("on", "yes"):
+        monkeypatch.setenv(switch, bad)
+        with pytest.raises(ValueError, match=f"{switch}: expected 0 or 1, got '{bad}'"):
+            offered()
 
 
 def test_an_inputs_first_config_is_refused_where_the_host_offers_none() -> None:
@@ -536,22 +544,6 @@ def test_deferring_is_offered_only_for_16_bit_outs_and_never_with_inputs_first(
     assert Tiling.from_dict(deferred.to_dict()) == deferred
     monkeypatch.setattr(cpu_loops, "DEFERRED", False)
     assert "defer_out" not in dict(backend.space(kl_div.FORMULA, geo, torch.float16).knobs)
-
-
-def test_deferring_is_offered_where_asked_and_a_bad_switch_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    for switch, cpu_name, want in ((None, "znver4", True), (None, "sapphirerapids", False), ("1", "x", True)):
-        monkeypatch.setattr(cpu_loops, "target_cpu", lambda name=cpu_name: name)
-        if switch is None:
-            monkeypatch.delenv("LOSSTUNE_CPU_DEFERRED", raising=False)
-        else:
-            monkeypatch.setenv("LOSSTUNE_CPU_DEFERRED", switch)
-        assert cpu_loops._deferred() is want, (switch, cpu_name)
-    monkeypatch.setenv("LOSSTUNE_CPU_DEFERRED", "0")
-    monkeypatch.setattr(cpu_loops, "target_cpu", lambda: "znver4")
-    assert cpu_loops._deferred() is False
-    monkeypatch.setenv("LOSSTUNE_CPU_DEFERRED", "yes")
-    with pytest.raises(ValueError, match="LOSSTUNE_CPU_DEFERRED: expected 0 or 1, got 'yes'"):
-        cpu_loops._deferred()
 
 
 def test_a_deferred_config_is_refused_where_the_host_offers_none() -> None:

@@ -1,11 +1,30 @@
-"""The probes' shared printout: each run's median and its per-round ratios over the first run."""
+"""The probes' shared pieces: a row's contiguous and transposed cases, and the printout of each run's
+median and its per-round ratios over the first run."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
 
+import torch
+
 from kernels import timing
+from kernels.executor import Executor
+from kernels.modes import Op, Reduction
+from tuner.problems import Case, InputLayout
+
+
+def row_cases(spec: str, n: int) -> tuple[Executor, Case, torch.dtype, tuple[torch.Tensor, ...]]:
+    """``spec`` (OP:DTYPE:REDUCTION, OP with -log for KL log_target) at n elements: the contiguous
+    case's executor on the host's tables, the transposed case, its dtype and its inputs."""
+    op, dt, red = spec.split(":")
+    log, dtype, reduction = op.endswith("-log"), getattr(torch, dt), Reduction[red.upper()]
+    plain = Case(Op(op.removesuffix("-log")), dtype, (n,), reduction, log_target=log)
+    g, x, t = plain.inputs("cpu")
+    contiguous = plain.phase_one(g, x, t, plain.out_like(x), "cpu")
+    case = dataclasses.replace(plain, layout=InputLayout.TRANSPOSED)
+    return contiguous, case, dtype, case.inputs("cpu")
 
 
 def print_ratios(title: str, names: Sequence[str], runs: Sequence[Callable[[object], object]], rounds: int) -> None:

@@ -14,24 +14,16 @@ import dataclasses
 import sys
 
 import torch
-from _rounds import print_ratios
+from _rounds import print_ratios, row_cases
 
 from kernels import backends
-from kernels.modes import Op, Reduction
-from tuner.problems import Case, InputLayout
 
 
 def main() -> None:
     be = backends.get("cpu")
     n, rounds = 1 << int(sys.argv[1]), int(sys.argv[2])
     for spec in sys.argv[3].split(","):
-        op, dt, red = spec.split(":")
-        log, dtype, reduction = op.endswith("-log"), getattr(torch, dt), Reduction[red.upper()]
-        plain = Case(Op(op.removesuffix("-log")), dtype, (n,), reduction, log_target=log)
-        g, x, t = plain.inputs("cpu")
-        contiguous = plain.phase_one(g, x, t, plain.out_like(x), "cpu")
-        case = dataclasses.replace(plain, layout=InputLayout.TRANSPOSED)
-        tg, tx, tt = case.inputs("cpu")
+        contiguous, case, dtype, (tg, tx, tt) = row_cases(spec, n)
         table = case.phase_one(tg, tx, tt, case.out_like(tx), "cpu")
         runs = [lambda _, e=contiguous: be.launch(e), lambda _, e=table: be.launch(e)]
         names = [f"contiguous {contiguous.config.short()}", f"table {table.config.short()}"]

@@ -20,11 +20,9 @@ import itertools
 import sys
 
 import torch
-from _rounds import print_ratios
+from _rounds import print_ratios, row_cases
 
 from kernels import backends
-from kernels.modes import Op, Reduction
-from tuner.problems import Case, InputLayout
 
 
 def main() -> None:
@@ -32,13 +30,7 @@ def main() -> None:
     n, rounds = 1 << int(sys.argv[1]), int(sys.argv[2])
     pads = [int(p) for p in sys.argv[4].split(",")]
     for spec in sys.argv[3].split(","):
-        op, dt, red = spec.split(":")
-        log, dtype, reduction = op.endswith("-log"), getattr(torch, dt), Reduction[red.upper()]
-        plain = Case(Op(op.removesuffix("-log")), dtype, (n,), reduction, log_target=log)
-        g, x, t = plain.inputs("cpu")
-        contiguous = plain.phase_one(g, x, t, plain.out_like(x), "cpu")
-        case = dataclasses.replace(plain, layout=InputLayout.TRANSPOSED)
-        tg, tx, tt = case.inputs("cpu")
+        contiguous, case, dtype, (tg, tx, tt) = row_cases(spec, n)
         reference = case.reference(tg, tx, tt).float()
         runs, names = [lambda _, e=contiguous: be.launch(e)], [f"contiguous {contiguous.config.short()}"]
         rows, cols = tx.shape

@@ -159,6 +159,7 @@ def _objective(bench: _Bench, space: Space, opts: TuneOptions) -> Callable[[optu
 
     def objective(trial: optuna.Trial) -> float:
         trial.set_user_attr("worker", WORKER)
+        trial.set_user_attr("space_hash", space.hash)  # which sweep it belongs to (_of_space)
         params = {name: trial.suggest_categorical(name, values) for name, values in choices.items()}
         config = _config_from_params(space, params)
 
@@ -204,17 +205,50 @@ def _sampler(opts: TuneOptions, space: Space) -> optuna.samplers.BaseSampler:
     raise ValueError(f"sampler: expected auto, tpe, random or grid, got {opts.sampler!r}")
 
 
-def _enqueue_once(study: optuna.Study, space: Space, configs: list[Tiling]) -> None:
+def _trial_params(trial: optuna.trial.FrozenTrial) -> dict[str, object]:
     # A waiting (enqueued, not yet run) trial keeps its params in system_attrs["fixed_params"].
+    return trial.params or trial.system_attrs.get("fixed_params", {})
+
+
+def _of_space(trial: optuna.trial.FrozenTrial, space: Space) -> bool:
+    """Whether a trial belongs to the sweep of ``space``.
+
+    A study is named by its case, not by its space, so a new knob (or a changed list of values)
+    resumes the same study under another space. Its earlier trials stay in storage as history, but
+    they neither spend the new sweep's budget nor stand as finalists: they were drawn from another
+    space, and measured in another session. (Counting them once left half of a grown grid unrun:
+    eight of the sixteen points of each 16-bit transposed study when defer_out came.) A trial from
+    before trials carried their space's hash is the space's if it has exactly its knobs, each at
+    one of its values.
+    """
+    tag = trial.user_attrs.get("space_hash")
+    if tag is not None:
+        return tag == space.hash
+    params, choices = _trial_params(trial), _choices(space)
+    return set(params) == set(choices) and all(params[k] in choices[k] for k in choices)
+
+
+def _supersede_waiting(study: optuna.Study, space: Space) -> int:
+    """Points of an earlier space enqueued and never run: failed as "superseded", so a resumed study
+    never runs them (optuna would draw the knobs they lack at random)."""
+    waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+    stale = [t for t in waiting if not _of_space(t, space)]
+    for t in stale:
+        study._storage.set_trial_user_attr(t._trial_id, "failure", "superseded")
+        study._storage.set_trial_state_values(t._trial_id, state=optuna.trial.TrialState.FAIL)
+    return len(stale)
+
+
+def _enqueue_once(study: optuna.Study, space: Space, configs: list[Tiling]) -> None:
     seen = [
-        t.params or t.system_attrs.get("fixed_params", {})
+        _trial_params(t)
         for t in study.get_trials(deepcopy=False)
-        if t.user_attrs.get("failure") != "interrupted"
+        if t.user_attrs.get("failure") != "interrupted" and _of_space(t, space)
     ]
     for config in configs:
         params = _params(space, config)
-        if params not in seen:
-            study.enqueue_trial(params, skip_if_exists=False)  # dedupe above; a lost point comes back
+        if params not in seen:  # dedupe here; a lost point comes back
+            study.enqueue_trial(params, user_attrs={"space_hash": space.hash}, skip_if_exists=False)
             seen.append(params)
 
 
@@ -276,7 +310,8 @@ def decide(default: list[float], winner: list[float]) -> tuple[bool, float, floa
 
 def _finalists(bench: _Bench, space: Space, study: optuna.Study, opts: TuneOptions) -> dict[str, object]:
     """Re-measure the best few and the default interleaved, decide what to freeze."""
-    done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))]
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    done = [t for t in complete if _of_space(t, space)]
     done.sort(key=lambda t: t.value)
     best: list[tuple[Tiling, int]] = []
     for t in done:
@@ -353,17 +388,18 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
         random.Random(opts.seed).shuffle(rest)
         start += rest
     _reclaim_interrupted(study)
+    _supersede_waiting(study, space)
     _enqueue_once(study, space, start)
     budget = opts.trials if opts.trials is not None else (space.size if _is_grid(opts, space) else 40)
     # TPE and random draw each knob on its own, so some draws break a constraint; those cost no
     # measurement and do not spend the budget, but a sampler stuck on them must still end.
-    attempts = max(0, budget - _measured(study)) * UNMEASURED_DRAWS
+    attempts = max(0, budget - _measured(study, space)) * UNMEASURED_DRAWS
     if _is_grid(opts, space) and opts.trials is None:  # run exactly the enqueued points, never a random extra
         attempts = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
 
     def at_budget(s: optuna.Study, t: optuna.trial.FrozenTrial) -> None:
         # The budget is the study's, shared by every worker on it (optuna's MaxTrialsCallback pattern).
-        if _measured(s) >= budget:
+        if _measured(s, space) >= budget:
             s.stop()
 
     callbacks = [at_budget, *([lambda s, t: progress()] if progress else [])]
@@ -384,12 +420,14 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     return StudyResult(name, case, len(trials), {k: v for k, v in failures.items() if v}, final)
 
 
-def _measured(study: optuna.Study) -> int:
-    """Finished trials that spent budget: a constraint break is never compiled or run, and an
-    interrupted trial's measurement never finished (the point is taken up again)."""
+def _measured(study: optuna.Study, space: Space) -> int:
+    """Finished trials of ``space`` that spent budget: a constraint break is never compiled or run,
+    and an interrupted trial's measurement never finished (the point is taken up again)."""
     free = ("constraint", "interrupted")
     trials = study.get_trials(deepcopy=False)
-    return sum(1 for t in trials if t.state.is_finished() and t.user_attrs.get("failure") not in free)
+    return sum(
+        1 for t in trials if t.state.is_finished() and t.user_attrs.get("failure") not in free and _of_space(t, space)
+    )
 
 
 def _is_grid(opts: TuneOptions, space: Space) -> bool:

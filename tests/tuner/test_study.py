@@ -96,6 +96,37 @@ def test_draws_that_break_a_constraint_do_not_spend_the_budget(storage: str) -> 
     assert len(trials) == 6 + len(broken)
 
 
+def test_a_study_resumed_under_a_grown_space_sweeps_the_new_space(storage: str) -> None:
+    """Trials of the study's earlier space (here: one without the stream knob), four run and one
+    enqueued, as a new knob leaves them: they keep their values, spend none of the new sweep's
+    budget, never stand as finalists (their impossible times would win) and the enqueued one is
+    never run with its missing knob drawn at random."""
+    bench = st._Bench.make(CASE, "cpu")
+    space = bench.executor(None).space
+    study = optuna.create_study(study_name=st.name_for(CASE, bench, "cpu"), storage=st.open_storage(storage))
+    old = {name: values for name, values in st._choices(space).items() if name != "stream"}
+    points: list[dict[str, object]] = []
+    for config in space:
+        params = {k: v for k, v in st._params(space, config).items() if k in old}
+        if params not in points:
+            points.append(params)
+    dists = {name: optuna.distributions.CategoricalDistribution(values) for name, values in old.items()}
+    for i, params in enumerate(points[:4]):
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=1e-9 * (i + 1)))
+    study.enqueue_trial(points[4])
+
+    result = st.tune_case(CASE, st.TuneOptions(storage=storage, sampler="grid", trials=6, min_time_s=0.002, rounds=2))
+
+    trials = study.get_trials(deepcopy=False)
+    assert [t.value for t in trials[:4]] == [1e-9 * (i + 1) for i in range(4)]
+    assert trials[4].state == optuna.trial.TrialState.FAIL and trials[4].user_attrs["failure"] == "superseded"
+    new = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and t.number > 4]
+    assert len(new) == 6 and all(t.user_attrs["space_hash"] == space.hash for t in new)
+    assert all(set(t.params) == set(st._choices(space)) for t in new)
+    assert len({tuple(sorted(t.params.items())) for t in new}) == 6
+    assert result.final["trial"] not in range(5) and result.final["median_s"] > 1e-6
+
+
 def _complete(storage: str) -> list[optuna.trial.FrozenTrial]:
     studies = optuna.get_all_study_summaries(st.open_storage(storage))
     if not studies:

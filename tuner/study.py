@@ -229,10 +229,21 @@ def _of_space(trial: optuna.trial.FrozenTrial, space: Space) -> bool:
 
 
 def _supersede_waiting(study: optuna.Study, space: Space) -> int:
-    """Points of an earlier space enqueued and never run: failed as "superseded", so a resumed study
-    never runs them (optuna would draw the knobs they lack at random)."""
-    waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
-    stale = [t for t in waiting if not _of_space(t, space)]
+    """Enqueued points the sweep must not run, failed as "superseded": those of an earlier space
+    (optuna would draw the knobs they lack at random), and those already measured or queued (the
+    queues that tuners before _of_space left behind hold points twice)."""
+    trials = study.get_trials(deepcopy=False)
+    seen = [
+        _trial_params(t)
+        for t in trials
+        if t.state.is_finished() and t.user_attrs.get("failure") != "interrupted" and _of_space(t, space)
+    ]
+    stale = []
+    for t in (t for t in trials if t.state == optuna.trial.TrialState.WAITING):
+        if not _of_space(t, space) or _trial_params(t) in seen:
+            stale.append(t)
+        else:
+            seen.append(_trial_params(t))
     for t in stale:
         study._storage.set_trial_user_attr(t._trial_id, "failure", "superseded")
         study._storage.set_trial_state_values(t._trial_id, state=optuna.trial.TrialState.FAIL)
@@ -393,13 +404,15 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     budget = opts.trials if opts.trials is not None else (space.size if _is_grid(opts, space) else 40)
     # TPE and random draw each knob on its own, so some draws break a constraint; those cost no
     # measurement and do not spend the budget, but a sampler stuck on them must still end.
-    attempts = max(0, budget - _measured(study, space)) * UNMEASURED_DRAWS
+    # A grid's budget is its points, so a point measured twice (by a tuner before _of_space) is one.
+    distinct = _is_grid(opts, space)
+    attempts = max(0, budget - _measured(study, space, distinct)) * UNMEASURED_DRAWS
     if _is_grid(opts, space) and opts.trials is None:  # run exactly the enqueued points, never a random extra
         attempts = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
 
     def at_budget(s: optuna.Study, t: optuna.trial.FrozenTrial) -> None:
         # The budget is the study's, shared by every worker on it (optuna's MaxTrialsCallback pattern).
-        if _measured(s, space) >= budget:
+        if _measured(s, space, distinct) >= budget:
             s.stop()
 
     callbacks = [at_budget, *([lambda s, t: progress()] if progress else [])]
@@ -420,14 +433,18 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     return StudyResult(name, case, len(trials), {k: v for k, v in failures.items() if v}, final)
 
 
-def _measured(study: optuna.Study, space: Space) -> int:
-    """Finished trials of ``space`` that spent budget: a constraint break is never compiled or run,
-    and an interrupted trial's measurement never finished (the point is taken up again)."""
-    free = ("constraint", "interrupted")
+def _measured(study: optuna.Study, space: Space, distinct: bool = False) -> int:
+    """Finished trials of ``space`` that spent budget (``distinct``: their distinct points): a
+    constraint break is never compiled or run, and an interrupted trial's measurement never finished
+    (the point is taken up again)."""
+    free = ("constraint", "interrupted", "superseded")
     trials = study.get_trials(deepcopy=False)
-    return sum(
-        1 for t in trials if t.state.is_finished() and t.user_attrs.get("failure") not in free and _of_space(t, space)
-    )
+    spent = [
+        _trial_params(t)
+        for t in trials
+        if t.state.is_finished() and t.user_attrs.get("failure") not in free and _of_space(t, space)
+    ]
+    return len({tuple(sorted(p.items())) for p in spent}) if distinct else len(spent)
 
 
 def _is_grid(opts: TuneOptions, space: Space) -> bool:

@@ -127,6 +127,26 @@ def test_a_study_resumed_under_a_grown_space_sweeps_the_new_space(storage: str) 
     assert result.final["trial"] not in range(5) and result.final["median_s"] > 1e-6
 
 
+def test_a_queue_that_holds_a_point_twice_runs_it_once(storage: str) -> None:
+    """Queues as tuners before trials carried their space's hash left them: a point measured and
+    enqueued again, another enqueued twice. Each is superseded, and a grid's budget counts points."""
+    bench = st._Bench.make(CASE, "cpu")
+    space = bench.executor(None).space
+    study = optuna.create_study(study_name=st.name_for(CASE, bench, "cpu"), storage=st.open_storage(storage))
+    measured, queued = (st._params(space, c) for c in space.sample(2, seed=1))
+    dists = {name: optuna.distributions.CategoricalDistribution(values) for name, values in st._choices(space).items()}
+    study.add_trial(optuna.trial.create_trial(params=measured, distributions=dists, value=1.0))
+    for params in (measured, queued, queued):
+        study.enqueue_trial(params)
+
+    st.tune_case(CASE, st.TuneOptions(storage=storage, sampler="grid", trials=4, min_time_s=0.002, rounds=2))
+
+    trials = study.get_trials(deepcopy=False)
+    assert [t.user_attrs.get("failure") for t in trials[1:4]] == ["superseded", None, "superseded"]
+    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(complete) == len({tuple(sorted(t.params.items())) for t in complete}) == 4
+
+
 def _complete(storage: str) -> list[optuna.trial.FrozenTrial]:
     studies = optuna.get_all_study_summaries(st.open_storage(storage))
     if not studies:

@@ -244,10 +244,15 @@ def _supersede_waiting(study: optuna.Study, space: Space) -> int:
             stale.append(t)
         else:
             seen.append(_trial_params(t))
+    superseded = 0
     for t in stale:
+        # Another worker on the study may have taken it up since the read: its trial, then.
+        if study._storage.get_trial(t._trial_id).state != optuna.trial.TrialState.WAITING:
+            continue
         study._storage.set_trial_user_attr(t._trial_id, "failure", "superseded")
         study._storage.set_trial_state_values(t._trial_id, state=optuna.trial.TrialState.FAIL)
-    return len(stale)
+        superseded += 1
+    return superseded
 
 
 def _enqueue_once(study: optuna.Study, space: Space, configs: list[Tiling]) -> None:

@@ -34,6 +34,9 @@ WORKER = f"{socket.gethostname()}:{os.getpid()}"  # who runs a trial, so a dead 
 DEFAULT_STORAGE = ROOT / "results" / "tuning" / "journal.log"
 SMALL_SPACE = 128  # "auto" sweeps a valid space this small exhaustively, else TPE
 FAILURE_KINDS = ("constraint", "compile", "incorrect", "runtime", "timeout")
+# Failed trials that spend no budget: a constraint break is never compiled or run, an interrupted
+# trial's measurement never finished (its point is taken up again), a superseded one never ran.
+FREE_FAILURES = ("constraint", "interrupted", "superseded")
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 log = logging.getLogger("losstune")
@@ -228,16 +231,24 @@ def _of_space(trial: optuna.trial.FrozenTrial, space: Space) -> bool:
     return set(params) == set(choices) and all(params[k] in choices[k] for k in choices)
 
 
+def _points(
+    trials: list[optuna.trial.FrozenTrial], space: Space, *, finished: bool, free: tuple[str, ...] = ("interrupted",)
+) -> list[dict[str, object]]:
+    """The params of the trials of ``space``: ``finished`` ones only, or queued and running ones
+    too; none that failed as one of ``free`` (an interrupted trial's point is taken up again)."""
+    return [
+        _trial_params(t)
+        for t in trials
+        if (t.state.is_finished() or not finished) and t.user_attrs.get("failure") not in free and _of_space(t, space)
+    ]
+
+
 def _supersede_waiting(study: optuna.Study, space: Space) -> int:
     """Enqueued points the sweep must not run, failed as "superseded": those of an earlier space
     (optuna would draw the knobs they lack at random), and those already measured or queued (the
     queues that tuners before _of_space left behind hold points twice)."""
     trials = study.get_trials(deepcopy=False)
-    seen = [
-        _trial_params(t)
-        for t in trials
-        if t.state.is_finished() and t.user_attrs.get("failure") != "interrupted" and _of_space(t, space)
-    ]
+    seen = _points(trials, space, finished=True)
     stale = []
     for t in (t for t in trials if t.state == optuna.trial.TrialState.WAITING):
         if not _of_space(t, space) or _trial_params(t) in seen:
@@ -256,11 +267,7 @@ def _supersede_waiting(study: optuna.Study, space: Space) -> int:
 
 
 def _enqueue_once(study: optuna.Study, space: Space, configs: list[Tiling]) -> None:
-    seen = [
-        _trial_params(t)
-        for t in study.get_trials(deepcopy=False)
-        if t.user_attrs.get("failure") != "interrupted" and _of_space(t, space)
-    ]
+    seen = _points(study.get_trials(deepcopy=False), space, finished=False)
     for config in configs:
         params = _params(space, config)
         if params not in seen:  # dedupe here; a lost point comes back
@@ -439,16 +446,9 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
 
 
 def _measured(study: optuna.Study, space: Space, distinct: bool = False) -> int:
-    """Finished trials of ``space`` that spent budget (``distinct``: their distinct points): a
-    constraint break is never compiled or run, and an interrupted trial's measurement never finished
-    (the point is taken up again)."""
-    free = ("constraint", "interrupted", "superseded")
-    trials = study.get_trials(deepcopy=False)
-    spent = [
-        _trial_params(t)
-        for t in trials
-        if t.state.is_finished() and t.user_attrs.get("failure") not in free and _of_space(t, space)
-    ]
+    """Finished trials of ``space`` that spent budget (none of FREE_FAILURES); ``distinct``: their
+    distinct points."""
+    spent = _points(study.get_trials(deepcopy=False), space, finished=True, free=FREE_FAILURES)
     return len({tuple(sorted(p.items())) for p in spent}) if distinct else len(spent)
 
 

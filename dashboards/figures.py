@@ -31,8 +31,12 @@ def _grid(n: int, cols: int = 3, w: float = 4.2, h: float = 3.0) -> tuple[Figure
 
 
 def _completed(trials: pd.DataFrame) -> pd.DataFrame:
-    """Trials that finished with a time (failed and still-enqueued grid points have none)."""
-    return trials[(trials["state"] == "COMPLETE") & trials["seconds"].notna()] if not trials.empty else trials
+    """Trials of each study's latest sweep that finished with a time (failed and still-enqueued
+    grid points have none; an earlier space's trials are history, loaders._current_space)."""
+    if trials.empty:
+        return trials
+    done = (trials["state"] == "COMPLETE") & trials["seconds"].notna()
+    return trials[done & trials["current"]] if "current" in trials else trials[done]
 
 
 def best_configs(finals: pd.DataFrame) -> Figure | None:

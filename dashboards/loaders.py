@@ -13,6 +13,7 @@ import itertools
 import json
 import subprocess
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import optuna
@@ -125,6 +126,25 @@ def _absent(storage: str | None) -> bool:
     return bool(storage) and "://" not in str(storage) and not Path(str(storage)).exists()
 
 
+def _current_space(
+    trials: list[optuna.trial.FrozenTrial], space_hash: object
+) -> Callable[[optuna.trial.FrozenTrial], bool]:
+    """Whether a trial belongs to the study's latest sweep (tuner.study._of_space, read without
+    building the space): a study is named by its case, so a grown space resumes it, and the older
+    space's trials, measured sessions before, are history the figures leave out. A trial carries
+    its space's hash; one from before the tag belongs if it has the knobs the tagged ones have (a
+    study with no tagged trial is all of one sweep, as far as can be told)."""
+    knobs = {frozenset(t.params) for t in trials if t.params and t.user_attrs.get("space_hash") == space_hash}
+
+    def current(t: optuna.trial.FrozenTrial) -> bool:
+        tag = t.user_attrs.get("space_hash")
+        if tag is not None or space_hash is None:
+            return tag == space_hash
+        return not knobs or frozenset(t.params) in knobs
+
+    return current
+
+
 def load_tuning(storage: str | None = "results/tuning/journal.log") -> pd.DataFrame:
     """Every trial of every study: the study's case, the trial's config, timing and failure kind."""
     from tuner.study import open_storage
@@ -136,7 +156,9 @@ def load_tuning(storage: str | None = "results/tuning/journal.log") -> pd.DataFr
     for summary in optuna.get_all_study_summaries(store, include_best_trial=False):
         study = optuna.load_study(study_name=summary.study_name, storage=store)
         attrs = {k: v for k, v in summary.user_attrs.items() if k != "final"}
-        for t in study.get_trials(deepcopy=False):
+        trials = study.get_trials(deepcopy=False)
+        current = _current_space(trials, attrs.get("space_hash"))
+        for t in trials:
             config = t.user_attrs.get("config") or {}
             timing = t.user_attrs.get("timing") or {}
             rows.append(
@@ -146,6 +168,7 @@ def load_tuning(storage: str | None = "results/tuning/journal.log") -> pd.DataFr
                     "trial": t.number,
                     "state": t.state.name,
                     "failure": t.user_attrs.get("failure"),
+                    "current": current(t),
                     **{k: t.params.get(k, config.get(k)) for k in ("tile", "cores", "variant")},
                     "seconds": t.value if t.value is not None else float("nan"),
                     "p20": timing.get("p20_s"),

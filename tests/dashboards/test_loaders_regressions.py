@@ -94,6 +94,37 @@ def test_tuning_loaders_read_a_real_journal(tmp_path: Path) -> None:
     assert loaders.load_tuning(str(tmp_path / "missing.log")).empty
 
 
+def test_tuning_figures_leave_out_an_earlier_spaces_trials(tmp_path: Path) -> None:
+    """A study resumed under a grown space (here: one knob fewer before) keeps the old trials as
+    history; the landscape and convergence figures read only the latest sweep, where the old
+    trials' impossible 1 ns times would have been every panel's best and its trial 0."""
+    import optuna
+    import torch
+
+    from dashboards import figures
+    from kernels.modes import Op, Reduction
+    from tuner import study as st
+    from tuner.problems import Case
+
+    storage = str(tmp_path / "journal.log")
+    case = Case(Op.L1, torch.float32, (1 << 12,), Reduction.NONE)
+    bench = st._Bench.make(case, "cpu")
+    space = bench.executor(None).space
+    study = optuna.create_study(study_name=st.name_for(case, bench, "cpu"), storage=st.open_storage(storage))
+    old = {name: values for name, values in st._choices(space).items() if name != "stream"}
+    dists = {name: optuna.distributions.CategoricalDistribution(values) for name, values in old.items()}
+    for config in space.sample(2, seed=3):
+        params = {k: v for k, v in st._params(space, config).items() if k in old}
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=1e-9))
+    st.tune_case(case, st.TuneOptions(storage=storage, sampler="grid", trials=3, min_time_s=0.002, rounds=2))
+
+    trials = loaders.load_tuning(storage)
+    assert trials.sort_values("trial")["current"].tolist()[:2] == [False, False]
+    done = figures._completed(trials)
+    assert len(done) == 3 and done["current"].all() and done["seconds"].min() > 1e-6
+    assert figures.landscapes(trials) is not None and figures.convergence(trials) is not None
+
+
 def test_frozen_loader_reads_the_shipped_tables() -> None:
     frozen = loaders.load_frozen()
     assert not frozen.empty and {"op", "dtype", "config", "tuned", "file"} <= set(frozen.columns)

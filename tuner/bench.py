@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,6 +35,9 @@ class BenchRow:
     default_s: float
     vendor_s: float
     gbps: float
+    # The median over rounds of each round's kernel GB/s over its copy's (the pair timed in one round,
+    # so a slow spell of the host hits both): roofline_pct_rounds, one a round. Reports before them
+    # have the ratio of the two medians (gbps / copy_gbps) here, and no rounds.
     roofline_pct: float
     copy_gbps: float
     speedup_vs_default: float
@@ -43,6 +47,13 @@ class BenchRow:
     # A layout row's contiguous partner (same op, dtype, size, reduction), its tuned launch timed in
     # the same interleaved rounds: the layout's cost is their ratio. 0 for a contiguous row.
     contiguous_s: float = 0.0
+    # The layout's cost round by round (tuned / partner, each round's medians) and their median: a
+    # shared host's slow spells move a memory-bound contiguous loop more than a transposed walk, so
+    # a ratio of two medians taken over different rounds swung past the goal's line
+    # (results/performance.md, section 45). Empty / 0 for a contiguous row and in older reports.
+    contiguous_x_rounds: tuple[float, ...] = ()
+    contiguous_x: float = 0.0
+    roofline_pct_rounds: tuple[float, ...] = ()
 
 
 def _public(case: Case) -> Callable[..., torch.Tensor]:
@@ -109,6 +120,9 @@ def bench_case(
     med = [t.median_s for t in timed]
     copy_bps = copy_bytes / med[4]
     gbps = nbytes / med[0] / 1e9
+    kernel, copy_t = timed[0].medians, timed[4].medians
+    roofline = tuple(100 * (nbytes / k) / (copy_bytes / c) for k, c in zip(kernel, copy_t, strict=True))
+    layout = tuple(k / p for k, p in zip(kernel, timed[5].medians, strict=True)) if partner is not None else ()
     return BenchRow(
         case.op.value + ("-log" if case.log_target else ""),
         tuned.key.dtype,
@@ -125,13 +139,16 @@ def bench_case(
         med[1],
         med[2],
         gbps,
-        100 * gbps / (copy_bps / 1e9),
+        statistics.median(roofline),
         copy_bps / 1e9,
         med[1] / med[0],
         med[2] / med[0],
         med[3],
         case.layout.value,
         med[5] if partner is not None else 0.0,
+        layout,
+        statistics.median(layout) if layout else 0.0,
+        roofline,
     )
 
 
@@ -196,22 +213,38 @@ REPORT_LAYOUT_SIZE = "2^22"
 
 
 def report_rows(
-    cases: list[Case], backend: str, *, min_time_s: float = 0.05, rounds: int = 3, layouts: bool = True
+    cases: list[Case],
+    backend: str,
+    *,
+    min_time_s: float = 0.05,
+    rounds: int = 3,
+    layouts: bool = True,
+    layout_rounds: int | None = None,
 ) -> list[BenchRow]:
     """The size sweep, then broadcast and transposed forms of the contiguous REPORT_LAYOUT_SIZE cases,
-    each timed beside its contiguous partner."""
+    each timed beside its contiguous partner, in ``layout_rounds`` rounds (default ``rounds``)."""
     rows = [bench_case(c, backend, min_time_s=min_time_s, rounds=rounds) for c in cases]
+    layout_rounds = layout_rounds or rounds
     if layouts:
         size = 2 ** int(REPORT_LAYOUT_SIZE.split("^")[1])
         for c in cases:
             if c.numel == size and c.layout is InputLayout.CONTIGUOUS:
                 rows += [
                     bench_case(
-                        dataclasses.replace(c, layout=lay), backend, min_time_s=min_time_s, rounds=rounds, partner=c
+                        dataclasses.replace(c, layout=lay),
+                        backend,
+                        min_time_s=min_time_s,
+                        rounds=layout_rounds,
+                        partner=c,
                     )
                     for lay in (InputLayout.BROADCAST, InputLayout.TRANSPOSED)
                 ]
     return rows
+
+
+def _spread(values: tuple[float, ...], fmt: str) -> str:
+    """min-max of a row's per-round values."""
+    return f"{min(values):{fmt}}-{max(values):{fmt}}"
 
 
 def format_report(rows: list[BenchRow]) -> str:
@@ -239,10 +272,21 @@ def format_report(rows: list[BenchRow]) -> str:
     lines = [head]
     contiguous = {(r.op, r.dtype, r.numel, r.reduction): r.tuned_s for r in rows if r.case == "contiguous"}
     for r in rows:
-        # The partner timed in the row's own rounds where there is one (reports before section 25
-        # have none: then the contiguous row, timed minutes apart).
+        # Round by round over the partner timed beside it where the row has rounds; else over its
+        # median (reports before section 25 have no partner: then the contiguous row, timed minutes
+        # apart).
         base = r.contiguous_s or contiguous.get((r.op, r.dtype, r.numel, r.reduction))
-        case = r.case if r.case == "contiguous" or base is None else f"{r.case} ({r.tuned_s / base:.2f}x)"
+        if r.case == "contiguous" or base is None:
+            case = r.case
+        elif len(r.contiguous_x_rounds) > 1:
+            case = f"{r.case} ({r.contiguous_x:.2f}x, {_spread(r.contiguous_x_rounds, '.2f')})"
+        elif r.contiguous_x_rounds:
+            case = f"{r.case} ({r.contiguous_x:.2f}x)"
+        else:
+            case = f"{r.case} ({r.tuned_s / base:.2f}x)"
+        roofline = f"{r.roofline_pct:.0f}%"
+        if len(r.roofline_pct_rounds) > 1:
+            roofline += f" ({_spread(r.roofline_pct_rounds, '.0f')})"
         lines.append(
             (
                 r.op,
@@ -256,7 +300,7 @@ def format_report(rows: list[BenchRow]) -> str:
                 f"{r.oneshot_s * 1e6:.1f}",
                 f"{r.gbps:.1f}",
                 f"{r.copy_gbps:.1f}",
-                f"{r.roofline_pct:.0f}%",
+                roofline,
                 f"{r.speedup_vs_vendor:.2f}",
                 f"{r.oneshot_s / r.tuned_s:.2f}",
             )

@@ -106,6 +106,12 @@ def _parser() -> argparse.ArgumentParser:
         help="size sweep 2^10..2^26 (unless --shape), plus broadcast and strided forms at 2^22",
     )
     bench.add_argument("--out", type=Path, help="with --report: also write the rows as JSON and the table as text")
+    bench.add_argument(
+        "--layout-rounds",
+        type=int,
+        default=7,
+        help="with --report: rounds of the broadcast and transposed rows, each timed beside its contiguous partner",
+    )
 
     goals = sub.add_parser("goals", help="the performance goals table and every miss, read off bench --report files")
     goals.add_argument("reports", type=Path, nargs="+", help="report.json files written by bench --report --out")
@@ -286,20 +292,25 @@ def _report(args: argparse.Namespace) -> int:
 
     _positive(args.min_time, "--min-time")
     _positive(args.rounds, "--rounds")
+    _positive(args.layout_rounds, "--layout-rounds")
     if not args.shape and not args.suite:
         args.shape = list(REPORT_SIZES)
     if not args.reduction and not args.suite:
         args.reduction = ["none", "mean"]
     cases = _cases(args)
     start = time.time()
-    rows = report_rows(cases, args.backend, min_time_s=args.min_time, rounds=args.rounds)
+    rows = report_rows(
+        cases, args.backend, min_time_s=args.min_time, rounds=args.rounds, layout_rounds=args.layout_rounds
+    )
     commit = git_commit()[:7]
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
     header = (
         f"losstune bench --report on {machine.machine_name()} ({machine.cpu_model()}), "
         f"backend {args.backend}, commit {commit}{' + local changes' if dirty.stdout.strip() else ''}, "
         f"{time.strftime('%Y-%m-%d')}, {time.time() - start:.0f} s\n"
-        "medians of interleaved rounds; roofline = torch copy_ at the same working set (half read, half written)"
+        "medians of interleaved rounds; roofline = torch copy_ at the same working set (half read, half written);"
+        f" roofline % and a layout's x over its contiguous partner: the median (min-max) of each round's ratio,"
+        f" {args.rounds} rounds, {args.layout_rounds} for the layout rows"
     )
     table = format_report(rows)
     if args.json:

@@ -69,6 +69,17 @@ class Miss:
         return f"{self.op} {self.dtype} {self.what}: {value} (goal {self.goal}{detail})"
 
 
+def _rounds(row: Mapping[str, object], key: str) -> list[float]:
+    """A row's per-round values of ``key``; none in reports from before them (a report read through
+    pandas has NaN there)."""
+    values = row.get(key)
+    return [float(v) for v in values] if isinstance(values, (list, tuple)) else []
+
+
+def _spread(values: Sequence[float], fmt: str) -> str:
+    return f"rounds {min(values):{fmt}}-{max(values):{fmt}}" if len(values) > 1 else ""
+
+
 def _bandwidths(row: Mapping[str, object]) -> str:
     # A report read through pandas (the dashboard) has NaN where one machine's rows lack a field.
     kernel, copy = (float(row.get(k, "nan")) for k in ("gbps", "copy_gbps"))
@@ -154,12 +165,16 @@ def _evaluate(rows: Sequence[Mapping[str, object]]) -> tuple[list[GoalRow], list
                 roofline[(grad, numel)] = float(r["roofline_pct"])
                 what, goal = f"roofline {grad} {_pow2(numel)}", f">= {ROOFLINE_PCT[dtype]:.0f}%"
                 met = roofline[(grad, numel)] >= ROOFLINE_PCT[dtype]
-                check(Miss(op, dtype, what, roofline[(grad, numel)], goal, _bandwidths(r)), met)
+                detail = "; ".join(d for d in (_bandwidths(r), _spread(_rounds(r, "roofline_pct_rounds"), ".0f")) if d)
+                check(Miss(op, dtype, what, roofline[(grad, numel)], goal, detail), met)
             if case != "contiguous" and float(r["contiguous_s"]) > 0:
-                layout[(case, grad)] = tuned / float(r["contiguous_s"])
+                # Round by round where the report has the rounds (the pair timed in each); else the
+                # ratio of the two medians.
+                paired = _rounds(r, "contiguous_x_rounds")
+                layout[(case, grad)] = float(r["contiguous_x"]) if paired else tuned / float(r["contiguous_s"])
                 what = f"{case} {grad} {_pow2(numel)}"
                 check(
-                    Miss(op, dtype, what, layout[(case, grad)], f"<= {LAYOUT_RATIO}x"),
+                    Miss(op, dtype, what, layout[(case, grad)], f"<= {LAYOUT_RATIO}x", _spread(paired, ".2f")),
                     layout[(case, grad)] <= LAYOUT_RATIO,
                 )
             if case == "contiguous" and numel == ONESHOT_NUMEL:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 import torch
 
@@ -31,9 +33,35 @@ def test_the_copy_is_timed_in_the_rows_own_rounds_plumbing(monkeypatch: pytest.M
     row = bench.bench_case(L1, "cpu", min_time_s=0.001, rounds=3)
     assert calls["copy"] >= 3 * 5  # every round, each at least measure()'s min_runs
     nbytes = 3 * L1.numel * 4 + L1.numel * 4  # l1 reads g, x, t and writes out
-    assert row.copy_gbps > 0 and row.roofline_pct == pytest.approx(100 * row.gbps / row.copy_gbps)
+    assert row.copy_gbps > 0 and len(row.roofline_pct_rounds) == 3 and min(row.roofline_pct_rounds) > 0
+    assert row.roofline_pct == pytest.approx(statistics.median(row.roofline_pct_rounds))
     assert row.gbps == pytest.approx(nbytes / row.tuned_s / 1e9)
-    assert row.contiguous_s == 0.0  # a contiguous row has no partner
+    assert row.contiguous_s == 0.0 and row.contiguous_x_rounds == ()  # a contiguous row has no partner
+
+
+def test_ratios_pair_each_round_plumbing_with_fake_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plumbing (the launches are real, the times handed back are made up): the roofline % and a
+    layout's x over its partner are taken round by round, then their median. The host's slow
+    spells hit the rounds unevenly; the ratios of the medians, each taken from another round, would
+    say the transposed walk runs at half its partner's time, and at 150% of the roofline."""
+    fake = {0: (2.0, 2.0, 6.0), 4: (1.0, 3.0, 4.0), 5: (1.0, 4.0, 4.0)}  # tuned, copy, partner (s)
+
+    def interleaved(runs, device="cpu", *, rounds, min_time_s=0.1, seed=0):  # noqa: ANN001, ANN202
+        for run in runs:
+            run(0)
+        return [timing.Rounds(fake.get(i, (1.0, 1.0, 1.0)), fake.get(i, (1.0,))) for i in range(len(runs))]
+
+    monkeypatch.setattr(timing, "interleaved", interleaved)
+    transposed = Case(Op.L1, torch.float32, (64 * 64,), Reduction.NONE, layout=InputLayout.TRANSPOSED)
+    row = bench.bench_case(transposed, "cpu", min_time_s=0.001, rounds=3, partner=L1)
+    assert row.contiguous_x_rounds == (2.0, 0.5, 1.5) and row.contiguous_x == 1.5
+    assert row.tuned_s / row.contiguous_s == 0.5  # what the medians alone would have said
+    _, copy_bytes = timing.copy_probe("cpu", 4 * L1.numel * 4)
+    assert copy_bytes == 4 * L1.numel * 4  # the copy moves the op's bytes: % = 100 x copy time / kernel time
+    assert row.roofline_pct_rounds == pytest.approx((50.0, 150.0, 400 / 6))
+    assert row.roofline_pct == pytest.approx(400 / 6) and 100 * row.gbps / row.copy_gbps == pytest.approx(150.0)
+    text = bench.format_report([row])
+    assert "transposed (1.50x, 0.50-2.00)" in text and f"{row.roofline_pct:.0f}% (" in text
 
 
 def test_layout_rows_are_judged_against_a_partner_timed_beside_them(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,7 +73,8 @@ def test_layout_rows_are_judged_against_a_partner_timed_beside_them(monkeypatch:
     # The printed ratio is over the partner of the row's own rounds, not over the contiguous row.
     text = bench.format_report(rows).splitlines()
     line = next(ln for ln in text if "transposed (" in ln)
-    assert f"({rows[2].tuned_s / rows[2].contiguous_s:.2f}x)" in line
+    assert rows[2].contiguous_x == pytest.approx(rows[2].tuned_s / rows[2].contiguous_s)  # one round: the same
+    assert f"({rows[2].contiguous_x:.2f}x)" in line
     # The copy's GB/s stands beside the kernel's, in the column the header names.
     at = text[0].index("copy GB/s")  # columns are aligned: a cell starts where its header does
     assert text[0][:at].split()[-1] == "GB/s" and text[0][at:].split()[2] == "roofline"

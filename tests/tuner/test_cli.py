@@ -167,15 +167,20 @@ def test_bench_report_sweeps_sizes_and_layouts_and_writes_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["bench", "--report", "--op", "l1", "--shape", "2^10", "--shape", "2^22", "--reduction", "none"]
-    assert main([*argv, "--min-time", "0.002", "--rounds", "1", "--out", str(tmp_path / "report")]) == 0
+    timing = ["--min-time", "0.002", "--rounds", "1", "--layout-rounds", "2"]
+    assert main([*argv, *timing, "--out", str(tmp_path / "report")]) == 0
     out = capsys.readouterr().out
     assert "x vendor" in out and "one-shot/kernel" in out and "broadcast (" in out and "transposed (" in out
     data = json.loads((tmp_path / "report.json").read_text())
     assert [r["case"] for r in data["rows"]] == ["contiguous", "contiguous", "broadcast", "transposed"]
     assert all(r["roofline_pct"] > 0 and r["oneshot_s"] > 0 for r in data["rows"])
+    assert [len(r["roofline_pct_rounds"]) for r in data["rows"]] == [1, 1, 2, 2]  # each row's own rounds
+    assert [len(r["contiguous_x_rounds"]) for r in data["rows"]] == [0, 0, 2, 2]  # layout rows: over the partner
     assert (tmp_path / "report.txt").read_text().startswith("losstune bench --report on ")
     assert main(["bench", "--report", "--op", "l1", "--rounds", "0"]) == 2
     assert "--rounds: expected a positive number" in capsys.readouterr().err
+    assert main(["bench", "--report", "--op", "l1", "--layout-rounds", "0"]) == 2
+    assert "--layout-rounds: expected a positive number, got 0" in capsys.readouterr().err
 
 
 def test_help_lists_every_subcommand_in_plain_words(capsys: pytest.CaptureFixture[str]) -> None:

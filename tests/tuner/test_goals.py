@@ -93,6 +93,20 @@ def test_a_roofline_miss_gives_the_kernels_and_the_copys_bandwidth_where_the_rep
     assert ratio.detail == ""
 
 
+def test_a_layout_row_with_rounds_is_judged_round_by_round_and_its_miss_gives_their_spread() -> None:
+    """Reports since section 45 carry each round's ratio: the goal reads their median, not the ratio
+    of two medians taken from different rounds, and a miss names the rounds' range."""
+    paired = {"contiguous_x_rounds": [1.40, 1.45, 1.90], "contiguous_x": 1.45}
+    inside = _row(numel=2**22, case="transposed", tuned_s=1.7, contiguous_s=1.0, **paired)
+    assert evaluate([*_met(), inside])[1] == []  # 1.7x by the medians alone
+    over = {"contiguous_x_rounds": [1.52, 1.60, 1.70], "contiguous_x": 1.60}
+    (miss,) = evaluate([*_met(), _row(numel=2**22, case="transposed", tuned_s=1.4, contiguous_s=1.0, **over)])[1]
+    assert miss.line() == "mse float32 transposed full 2^22: 1.60x (goal <= 1.5x; rounds 1.52-1.70)"
+    rounds = {"roofline_pct_rounds": [70.0, 75.0, 91.0], "gbps": 30.0, "copy_gbps": 40.0}
+    (low,) = evaluate([*_met(), _row(roofline_pct=75.0, **rounds)])[1]
+    assert low.detail == "kernel 30.0 GB/s, copy 40.0 GB/s; rounds 70-91"
+
+
 def test_a_below_roofline_row_under_the_large_size_is_no_miss() -> None:
     """The roofline goal is for 2^24 elements and up; smaller rows sit in the cache."""
     assert evaluate([*_met(), _row(numel=2**22, roofline_pct=20.0)])[1] == []

@@ -13,6 +13,7 @@ from kernels import backends, timing
 from kernels.accuracy import mismatch
 from kernels.executor import Executor
 from kernels.modes import Op
+from tuner.goals import spread
 from tuner.problems import Case, InputLayout
 
 
@@ -242,11 +243,6 @@ def report_rows(
     return rows
 
 
-def _spread(values: tuple[float, ...], fmt: str) -> str:
-    """min-max of a row's per-round values."""
-    return f"{min(values):{fmt}}-{max(values):{fmt}}"
-
-
 def format_report(rows: list[BenchRow]) -> str:
     """op, dtype, case, tuned / default / vendor medians, GB/s, % of roofline, speedup over vendor.
 
@@ -279,14 +275,14 @@ def format_report(rows: list[BenchRow]) -> str:
         if r.case == "contiguous" or base is None:
             case = r.case
         elif len(r.contiguous_x_rounds) > 1:
-            case = f"{r.case} ({r.contiguous_x:.2f}x, {_spread(r.contiguous_x_rounds, '.2f')})"
+            case = f"{r.case} ({r.contiguous_x:.2f}x, {spread(r.contiguous_x_rounds, '.2f')})"
         elif r.contiguous_x_rounds:
             case = f"{r.case} ({r.contiguous_x:.2f}x)"
         else:
             case = f"{r.case} ({r.tuned_s / base:.2f}x)"
         roofline = f"{r.roofline_pct:.0f}%"
         if len(r.roofline_pct_rounds) > 1:
-            roofline += f" ({_spread(r.roofline_pct_rounds, '.0f')})"
+            roofline += f" ({spread(r.roofline_pct_rounds, '.0f')})"
         lines.append(
             (
                 r.op,

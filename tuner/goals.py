@@ -76,8 +76,14 @@ def _rounds(row: Mapping[str, object], key: str) -> list[float]:
     return [float(v) for v in values] if isinstance(values, (list, tuple)) else []
 
 
-def _spread(values: Sequence[float], fmt: str) -> str:
-    return f"rounds {min(values):{fmt}}-{max(values):{fmt}}" if len(values) > 1 else ""
+def spread(values: Sequence[float], fmt: str) -> str:
+    """min-max of a row's per-round values (the report prints it beside their median)."""
+    return f"{min(values):{fmt}}-{max(values):{fmt}}"
+
+
+def _rounds_range(values: Sequence[float], fmt: str) -> str:
+    """A miss's note of its rounds' range; none for a single round or a report without rounds."""
+    return f"rounds {spread(values, fmt)}" if len(values) > 1 else ""
 
 
 def _bandwidths(row: Mapping[str, object]) -> str:
@@ -165,7 +171,8 @@ def _evaluate(rows: Sequence[Mapping[str, object]]) -> tuple[list[GoalRow], list
                 roofline[(grad, numel)] = float(r["roofline_pct"])
                 what, goal = f"roofline {grad} {_pow2(numel)}", f">= {ROOFLINE_PCT[dtype]:.0f}%"
                 met = roofline[(grad, numel)] >= ROOFLINE_PCT[dtype]
-                detail = "; ".join(d for d in (_bandwidths(r), _spread(_rounds(r, "roofline_pct_rounds"), ".0f")) if d)
+                rounds = _rounds_range(_rounds(r, "roofline_pct_rounds"), ".0f")
+                detail = "; ".join(d for d in (_bandwidths(r), rounds) if d)
                 check(Miss(op, dtype, what, roofline[(grad, numel)], goal, detail), met)
             if case != "contiguous" and float(r["contiguous_s"]) > 0:
                 # Round by round where the report has the rounds (the pair timed in each); else the
@@ -174,7 +181,7 @@ def _evaluate(rows: Sequence[Mapping[str, object]]) -> tuple[list[GoalRow], list
                 layout[(case, grad)] = float(r["contiguous_x"]) if paired else tuned / float(r["contiguous_s"])
                 what = f"{case} {grad} {_pow2(numel)}"
                 check(
-                    Miss(op, dtype, what, layout[(case, grad)], f"<= {LAYOUT_RATIO}x", _spread(paired, ".2f")),
+                    Miss(op, dtype, what, layout[(case, grad)], f"<= {LAYOUT_RATIO}x", _rounds_range(paired, ".2f")),
                     layout[(case, grad)] <= LAYOUT_RATIO,
                 )
             if case == "contiguous" and numel == ONESHOT_NUMEL:

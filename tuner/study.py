@@ -403,28 +403,28 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     }
     for k, v in meta.items():
         study.set_user_attr(k, v)
+    grid = _is_grid(opts, space)
     start = [space.default]
     if base.config_source.startswith("frozen"):  # phase one's own lookup: every table the device reads
         start.append(base.config)
-    if _is_grid(opts, space):
+    if grid:
         rest = [c for c in space if c not in start]
         random.Random(opts.seed).shuffle(rest)
         start += rest
     _reclaim_interrupted(study)
     _supersede_waiting(study, space)
     _enqueue_once(study, space, start)
-    budget = opts.trials if opts.trials is not None else (space.size if _is_grid(opts, space) else 40)
+    budget = opts.trials if opts.trials is not None else (space.size if grid else 40)
     # TPE and random draw each knob on its own, so some draws break a constraint; those cost no
     # measurement and do not spend the budget, but a sampler stuck on them must still end.
     # A grid's budget is its points, so a point measured twice (by a tuner before _of_space) is one.
-    distinct = _is_grid(opts, space)
-    attempts = max(0, budget - _measured(study, space, distinct)) * UNMEASURED_DRAWS
-    if _is_grid(opts, space) and opts.trials is None:  # run exactly the enqueued points, never a random extra
+    attempts = max(0, budget - _measured(study, space, grid)) * UNMEASURED_DRAWS
+    if grid and opts.trials is None:  # run exactly the enqueued points, never a random extra
         attempts = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
 
     def at_budget(s: optuna.Study, t: optuna.trial.FrozenTrial) -> None:
         # The budget is the study's, shared by every worker on it (optuna's MaxTrialsCallback pattern).
-        if _measured(s, space, distinct) >= budget:
+        if _measured(s, space, grid) >= budget:
             s.stop()
 
     callbacks = [at_budget, *([lambda s, t: progress()] if progress else [])]

@@ -13,7 +13,7 @@ from kernels import backends, timing
 from kernels.accuracy import mismatch
 from kernels.executor import Executor
 from kernels.modes import Op
-from tuner.goals import spread
+from tuner.goals import LARGE_NUMEL, spread
 from tuner.problems import Case, InputLayout
 
 
@@ -220,12 +220,21 @@ def report_rows(
     min_time_s: float = 0.05,
     rounds: int = 3,
     layouts: bool = True,
-    layout_rounds: int | None = None,
+    goal_rounds: int | None = None,
+    goal_numel: int = LARGE_NUMEL,
 ) -> list[BenchRow]:
     """The size sweep, then broadcast and transposed forms of the contiguous REPORT_LAYOUT_SIZE cases,
-    each timed beside its contiguous partner, in ``layout_rounds`` rounds (default ``rounds``)."""
-    rows = [bench_case(c, backend, min_time_s=min_time_s, rounds=rounds) for c in cases]
-    layout_rounds = layout_rounds or rounds
+    each timed beside its contiguous partner.
+
+    The rows a goal reads a ratio from take ``goal_rounds`` rounds (default ``rounds``): the layout
+    rows (x over the partner) and the contiguous rows of ``goal_numel`` elements and up (% of the
+    copy). With 3 rounds a paired median is the middle of three ratios, and on this shared host one
+    round's ratio swung 73-106% for a row whose medians alone read 99% (performance.md, section 45)."""
+    goal_rounds = goal_rounds or rounds
+    rows = [
+        bench_case(c, backend, min_time_s=min_time_s, rounds=goal_rounds if c.numel >= goal_numel else rounds)
+        for c in cases
+    ]
     if layouts:
         size = 2 ** int(REPORT_LAYOUT_SIZE.split("^")[1])
         for c in cases:
@@ -235,7 +244,7 @@ def report_rows(
                         dataclasses.replace(c, layout=lay),
                         backend,
                         min_time_s=min_time_s,
-                        rounds=layout_rounds,
+                        rounds=goal_rounds,
                         partner=c,
                     )
                     for lay in (InputLayout.BROADCAST, InputLayout.TRANSPOSED)

@@ -64,6 +64,19 @@ def test_ratios_pair_each_round_plumbing_with_fake_times(monkeypatch: pytest.Mon
     assert "transposed (1.50x, 0.50-2.00)" in text and f"{row.roofline_pct:.0f}% (" in text
 
 
+def test_rows_a_goal_reads_take_the_goal_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The layout rows and the contiguous rows from goal_numel on take goal_rounds; the rest, rounds."""
+    monkeypatch.setattr(bench, "REPORT_LAYOUT_SIZE", "2^12")
+    small = Case(Op.L1, torch.float32, (2**10,), Reduction.NONE)
+    rows = bench.report_rows([small, L1], "cpu", min_time_s=0.001, rounds=1, goal_rounds=3, goal_numel=2**12)
+    assert [(r.numel, r.case) for r in rows] == [(2**10, "contiguous"), (2**12, "contiguous")] + [
+        (2**12, "broadcast"),
+        (2**12, "transposed"),
+    ]
+    assert [len(r.roofline_pct_rounds) for r in rows] == [1, 3, 3, 3]
+    assert [len(r.contiguous_x_rounds) for r in rows] == [0, 0, 3, 3]
+
+
 def test_layout_rows_are_judged_against_a_partner_timed_beside_them(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bench, "REPORT_LAYOUT_SIZE", "2^12")  # L1's size: small enough for a unit test
     transposed = Case(Op.L1, torch.float32, (64 * 64,), Reduction.NONE, layout=InputLayout.TRANSPOSED)

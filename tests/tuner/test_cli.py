@@ -167,7 +167,7 @@ def test_bench_report_sweeps_sizes_and_layouts_and_writes_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["bench", "--report", "--op", "l1", "--shape", "2^10", "--shape", "2^22", "--reduction", "none"]
-    timing = ["--min-time", "0.002", "--rounds", "1", "--layout-rounds", "2"]
+    timing = ["--min-time", "0.002", "--rounds", "1", "--goal-rounds", "2"]
     assert main([*argv, *timing, "--out", str(tmp_path / "report")]) == 0
     out = capsys.readouterr().out
     assert "x vendor" in out and "one-shot/kernel" in out and "broadcast (" in out and "transposed (" in out
@@ -179,8 +179,10 @@ def test_bench_report_sweeps_sizes_and_layouts_and_writes_files(
     assert (tmp_path / "report.txt").read_text().startswith("losstune bench --report on ")
     assert main(["bench", "--report", "--op", "l1", "--rounds", "0"]) == 2
     assert "--rounds: expected a positive number" in capsys.readouterr().err
-    assert main(["bench", "--report", "--op", "l1", "--layout-rounds", "0"]) == 2
-    assert "--layout-rounds: expected a positive number, got 0" in capsys.readouterr().err
+    assert main(["bench", "--report", "--op", "l1", "--goal-rounds", "0"]) == 2
+    assert "--goal-rounds: expected a positive number, got 0" in capsys.readouterr().err
+    assert main(["bench", "--report", "--op", "l1", "--layout-rounds", "0"]) == 2  # its older name, still read
+    assert "--goal-rounds: expected a positive number, got 0" in capsys.readouterr().err
 
 
 def test_help_lists_every_subcommand_in_plain_words(capsys: pytest.CaptureFixture[str]) -> None:

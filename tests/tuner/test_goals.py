@@ -107,6 +107,20 @@ def test_a_layout_row_with_rounds_is_judged_round_by_round_and_its_miss_gives_th
     assert low.detail == "kernel 30.0 GB/s, copy 40.0 GB/s; rounds 70-91"
 
 
+def test_a_miss_just_under_its_line_is_printed_with_the_digits_that_show_it() -> None:
+    """79.94% misses ">= 80%"; rounded to a whole % it printed "80%", which reads as met."""
+    (low,) = evaluate([*_met(), _row("bfloat16", reduction="mean", roofline_pct=79.94)])[1]
+    assert low.line() == "mse bfloat16 roofline 0-d 2^24: 79.9% (goal >= 80%)"
+    (hair,) = evaluate([*_met(), _row("bfloat16", reduction="mean", roofline_pct=79.996)])[1]
+    assert hair.line().startswith("mse bfloat16 roofline 0-d 2^24: 79.996% (")
+    (over,) = evaluate([*_met(), _row(numel=2**22, case="transposed", tuned_s=1.5012, contiguous_s=1.0)])[1]
+    assert over.line() == "mse float32 transposed full 2^22: 1.501x (goal <= 1.5x)"
+    (far,) = evaluate([*_met(), _row(roofline_pct=88.4)])[1]  # away from the line: as the table prints it
+    assert far.line() == "mse float32 roofline full 2^24: 88% (goal >= 90%)"
+    verdicts, _ = across([[*_met(), _row("bfloat16", reduction="mean", roofline_pct=79.94)], _met()])
+    assert [v.line() for v in verdicts] == ["mse bfloat16 roofline 0-d 2^24: 79.9%, - (goal >= 80%)"]
+
+
 def test_a_below_roofline_row_under_the_large_size_is_no_miss() -> None:
     """The roofline goal is for 2^24 elements and up; smaller rows sit in the cache."""
     assert evaluate([*_met(), _row(numel=2**22, roofline_pct=20.0)])[1] == []

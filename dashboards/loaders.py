@@ -22,7 +22,12 @@ import pandas as pd
 from tuner.goals import check_rows, evaluate
 
 ASV_COLUMNS = ["machine", "env", "commit", "date", "benchmark", "metric", "unit"]
-METRICS = {"track_time": "time", "track_bandwidth": "bandwidth", "track_roofline": "roofline"}
+METRICS = {
+    "track_time": "time",
+    "track_bandwidth": "bandwidth",
+    "track_roofline": "roofline",
+    "track_roofline_paired": "roofline_paired",
+}
 
 
 def _git_order(repo: Path) -> dict[str, int]:

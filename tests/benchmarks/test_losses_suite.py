@@ -4,6 +4,7 @@ tests/benchmarks/test_asv_continuous.py)."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,8 @@ def test_measure_all_reports_units_and_writes_meta_beside_the_run(tmp_path: Path
         assert bench.track_time(cache, *params) == entry["seconds"] > 0
         assert bench.track_bandwidth(cache, *params) == pytest.approx(entry["bytes"] / entry["seconds"] / 1e9)
         assert bench.track_roofline(cache, *params) > 0
+        assert bench.track_roofline_paired(cache, *params) == statistics.median(entry["roofline_pct_rounds"])
+        assert len(entry["roofline_pct_rounds"]) == 1  # one round: one ratio
         assert entry["p20_s"] <= entry["seconds"] <= entry["p80_s"]
     assert len(cache["results"]) == 2 * 2 * 2 * 3
     (meta_file,) = (tmp_path / "results" / "asv-meta").glob("*/*.json")
@@ -48,6 +51,16 @@ def test_measure_all_reports_units_and_writes_meta_beside_the_run(tmp_path: Path
     assert meta["backends"]["cpu"]["device"] and meta["results"] == cache["results"]
     assert all(e["roofline_gbps"] > 0 for e in meta["results"].values())
     assert not list(meta_file.parent.glob("*.tmp"))
+
+
+def test_the_paired_roofline_takes_each_rounds_kernel_over_that_rounds_copy() -> None:
+    """Made-up round times: a kernel of 2, 2, 6 s moving 100 bytes, a copy of 1, 3, 4 s moving 100:
+    50, 150 and 67% round by round, median 67%; the ratio of the medians would read 150%."""
+    rounds = losses._paired_pct(100, [2.0, 2.0, 6.0], 100, [1.0, 3.0, 4.0])
+    assert rounds == pytest.approx([50.0, 150.0, 400 / 6])
+    assert statistics.median(rounds) == pytest.approx(400 / 6)
+    with pytest.raises(ValueError):  # a round without its copy is a bug, not a shorter median
+        losses._paired_pct(100, [2.0, 2.0], 100, [1.0])
 
 
 def test_a_backend_that_does_not_load_is_skipped_not_failed(tmp_path: Path) -> None:
@@ -102,3 +115,4 @@ def test_a_commit_without_copy_probe_uses_the_cached_copy_plumbing(
     # l1 reads g, x and t and writes out: 16 KiB of traffic, a copy of 8 KiB buffers (half of it)
     assert seen == [8192] and entry["roofline_gbps"] == pytest.approx(10.0)
     assert entry["roofline_pct"] == pytest.approx(entry["gbps"] / 10.0 * 100)
+    assert entry["roofline_pct_rounds"] == [] and entry["roofline_paired_pct"] == entry["roofline_pct"]

@@ -156,25 +156,29 @@ def _measure_case(
         if errors[name] is None:
             pooled = timing.summarize(samples[name])
             seconds = statistics.median(round_medians[name])
+            pct = 100 * nbytes / seconds / copy_bps
             entry.update(
                 seconds=seconds,
                 p20_s=pooled.p20_s,
                 p80_s=pooled.p80_s,
                 runs=len(pooled.samples),
                 gbps=nbytes / seconds / 1e9,
-                roofline_pct=100 * nbytes / seconds / copy_bps,
+                roofline_pct=pct,
                 # Round by round, as `losstune bench --report` takes it since results/performance.md
                 # section 45: each round's kernel over the copy timed in that round, then the median.
                 # A commit without copy_probe has one copy for the process: the same as roofline_pct.
                 roofline_pct_rounds=paired,
-                roofline_paired_pct=statistics.median(paired) if paired else 100 * nbytes / seconds / copy_bps,
+                roofline_paired_pct=statistics.median(paired) if paired else pct,
             )
         results[key(backend, op, dtype, shape, name)] = entry
     return results
 
 
 def _paired_pct(nbytes: int, kernel_s: list[float], copy_bytes: int, copy_s: list[float]) -> list[float]:
-    """Each round's % of the roofline: the kernel's GB/s over the copy's, both timed in that round."""
+    """Each round's % of the roofline: the kernel's GB/s over the copy's, both timed in that round.
+
+    tuner.bench.bench_case takes the same ratio; it is not imported from there because asv runs this
+    suite against older commits, whose tuner.bench has no such function."""
     return [100 * (nbytes / k) / (copy_bytes / c) for k, c in zip(kernel_s, copy_s, strict=True)]
 
 

@@ -292,6 +292,7 @@ def _report(args: argparse.Namespace) -> int:
     from tuner import machine
     from tuner.bench import REPORT_SIZES, as_dicts, format_report, report_rows
     from tuner.freeze import git_commit, write_atomic
+    from tuner.goals import LARGE_NUMEL, pow2
 
     _positive(args.min_time, "--min-time")
     _positive(args.rounds, "--rounds")
@@ -311,7 +312,7 @@ def _report(args: argparse.Namespace) -> int:
         f"{time.strftime('%Y-%m-%d')}, {time.time() - start:.0f} s\n"
         "medians of interleaved rounds; roofline = torch copy_ at the same working set (half read, half written);"
         f" roofline % and a layout's x over its contiguous partner: the median (min-max) of each round's ratio,"
-        f" {args.rounds} rounds, {args.goal_rounds} for the layout rows and those of 2^24 and up"
+        f" {args.rounds} rounds, {args.goal_rounds} for the layout rows and those of {pow2(LARGE_NUMEL)} and up"
     )
     table = format_report(rows)
     if args.json:

@@ -45,7 +45,7 @@ def _grad(row: Mapping[str, object]) -> str:
     return GRADS.get(str(row["reduction"]), "0-d")
 
 
-def _pow2(numel: int) -> str:
+def pow2(numel: int) -> str:
     k = numel.bit_length() - 1
     return f"2^{k}" if numel == 1 << k else str(numel)
 
@@ -180,7 +180,7 @@ def _evaluate(rows: Sequence[Mapping[str, object]]) -> tuple[list[GoalRow], list
             tuned = float(r["tuned_s"])
             if case == "contiguous" and numel >= LARGE_NUMEL:
                 roofline[(grad, numel)] = float(r["roofline_pct"])
-                what, goal = f"roofline {grad} {_pow2(numel)}", f">= {ROOFLINE_PCT[dtype]:.0f}%"
+                what, goal = f"roofline {grad} {pow2(numel)}", f">= {ROOFLINE_PCT[dtype]:.0f}%"
                 met = roofline[(grad, numel)] >= ROOFLINE_PCT[dtype]
                 rounds = _rounds_range(_rounds(r, "roofline_pct_rounds"), ".0f")
                 detail = "; ".join(d for d in (_bandwidths(r), rounds) if d)
@@ -190,16 +190,16 @@ def _evaluate(rows: Sequence[Mapping[str, object]]) -> tuple[list[GoalRow], list
                 # ratio of the two medians.
                 paired = _rounds(r, "contiguous_x_rounds")
                 layout[(case, grad)] = float(r["contiguous_x"]) if paired else tuned / float(r["contiguous_s"])
-                what = f"{case} {grad} {_pow2(numel)}"
+                what = f"{case} {grad} {pow2(numel)}"
                 check(
                     Miss(op, dtype, what, layout[(case, grad)], f"<= {LAYOUT_RATIO}x", _rounds_range(paired, ".2f")),
                     layout[(case, grad)] <= LAYOUT_RATIO,
                 )
             if case == "contiguous" and numel == ONESHOT_NUMEL:
                 oneshot.append(float(r["oneshot_s"]) / tuned)
-                what = f"one-shot / kernel {grad} {_pow2(numel)}"
+                what = f"one-shot / kernel {grad} {pow2(numel)}"
                 check(Miss(op, dtype, what, oneshot[-1], f"<= {ONESHOT_RATIO}x"), oneshot[-1] <= ONESHOT_RATIO)
-            what, speedup = f"x vendor {case} {grad} {_pow2(numel)}", float(r["speedup_vs_vendor"])
+            what, speedup = f"x vendor {case} {grad} {pow2(numel)}", float(r["speedup_vs_vendor"])
             check(Miss(op, dtype, what, speedup, f">= {VENDOR_SPEEDUP}x"), speedup >= VENDOR_SPEEDUP)
         speedups = [float(r["speedup_vs_vendor"]) for r in mine]
         table.append(
@@ -218,7 +218,7 @@ def _evaluate(rows: Sequence[Mapping[str, object]]) -> tuple[list[GoalRow], list
 def format_goals(table: Sequence[GoalRow], misses: Sequence[Miss]) -> str:
     """evaluate's result as the markdown table performance.md keeps, then the misses, one per line."""
     large = sorted({n for g in table for _, n in g.roofline})
-    sizes = " / ".join(_pow2(n) for n in large) or "large"
+    sizes = " / ".join(pow2(n) for n in large) or "large"
     head = [
         "op",
         "dtype",
@@ -226,7 +226,7 @@ def format_goals(table: Sequence[GoalRow], misses: Sequence[Miss]) -> str:
         f"0-d {sizes}",
         "transposed full / 0-d",
         "broadcast",
-        f"one-shot / kernel {_pow2(ONESHOT_NUMEL)}",
+        f"one-shot / kernel {pow2(ONESHOT_NUMEL)}",
         "x vendor (min-max)",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -1,0 +1,115 @@
+/* Section 47 of results/performance.md: does the transposed walk's out cost less when its lines
+ * leave in long runs? walk_floor.c's walk (kl_div float16, 0-d gradient, 128 x 64 tiles, 16 x 16
+ * register transposes of 256-bit rows) with pass (b) storing into a staging buffer of `stage`
+ * tiles (out's 64 rows, each stage * 256 B, its pitch padded by one line so a block's 16 rows
+ * fall in different L1 sets), then each staged row copied into out as one run of whole lines,
+ * ordinary or non-temporal stores. Not part of the package; built and driven by staged_out.py. */
+#include <stdlib.h>
+
+#include "../floor/walk_floor.c"
+
+int staged_walk(const uint16_t *t, uint16_t *out, long n, float c, int threads, int stream, int stage) {
+    long m = n / COLS, pitch = (long)stage * TILE_ROWS + 32;
+    int failed = 0;
+#pragma omp parallel num_threads(threads) reduction(| : failed)
+    {
+        uint16_t buf[TILE_ROWS * COLS] __attribute__((aligned(64)));
+        uint16_t *st = aligned_alloc(64, (size_t)(COLS * pitch * 2));
+        __m512 k = _mm512_set1_ps(c);
+        long tiles = m / TILE_ROWS, share = tiles / omp_get_num_threads(), first = omp_get_thread_num() * share;
+        failed = st == NULL;
+        for (long s0 = first; st && s0 < first + share; s0 += stage) {
+            long ns = first + share - s0 < stage ? first + share - s0 : stage;
+            for (long tile = s0; tile < s0 + ns; tile++) {
+                const uint16_t *src = t + tile * TILE_ROWS * COLS;
+                for (int i = 0; i < TILE_ROWS * COLS; i += 16) {
+                    __m512 v = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(src + i)));
+                    _mm256_store_si256((__m256i *)(buf + i), _mm512_cvtps_ph(_mm512_mul_ps(v, k), 4));
+                }
+                for (int cb = 0; cb < COLS; cb += 16)
+                    for (int rb = 0; rb < TILE_ROWS; rb += 32) {
+                        __m256i x[16], y[16];
+                        for (int i = 0; i < 16; i++) {
+                            x[i] = _mm256_load_si256((const __m256i *)(buf + (rb + i) * COLS + cb));
+                            y[i] = _mm256_load_si256((const __m256i *)(buf + (rb + 16 + i) * COLS + cb));
+                        }
+                        transpose16(x);
+                        transpose16(y);
+                        for (int j = 0; j < 16; j++) {
+                            uint16_t *line = st + (cb + j) * pitch + (tile - s0) * TILE_ROWS + rb;
+                            _mm256_store_si256((__m256i *)line, x[slot[j]]);
+                            _mm256_store_si256((__m256i *)(line + 16), y[slot[j]]);
+                        }
+                    }
+            }
+            for (int row = 0; row < COLS; row++) {
+                const uint16_t *from = st + row * pitch;
+                uint16_t *to = out + row * m + s0 * TILE_ROWS;
+                for (long i = 0; i < ns * TILE_ROWS; i += 32) {
+                    __m512i v = _mm512_load_si512((const void *)(from + i));
+                    if (stream)
+                        _mm512_stream_si512((void *)(to + i), v);
+                    else
+                        _mm512_store_si512((void *)(to + i), v);
+                }
+            }
+        }
+        _mm_sfence();
+        free(st);
+    }
+    return failed ? -1 : 0;
+}
+
+/* The walk with out's lines skewed: in a 16-row block, rows 4q..4q+3 store the line 32q columns
+ * further on (modulo the tile), so a block's 16 lines fall in 4 L1 sets, not one, which is what
+ * padding out's rows did in section 42 (0.83-0.90x). Pass (a) writes the buffer pre-skewed with 4
+ * masked stores per 16 elements so pass (b)'s loads and transposes are the same as floor_walk's.
+ * plain_a: pass (a) unskewed (out wrong; timing only), to price the skewed stores alone. */
+int skewed_walk(const uint16_t *t, uint16_t *out, long n, float c, int threads, int stream, int plain_a) {
+    long m = n / COLS;
+#pragma omp parallel num_threads(threads)
+    {
+        uint16_t buf[TILE_ROWS * COLS] __attribute__((aligned(64)));
+        __m512 k = _mm512_set1_ps(c);
+        long tiles = m / TILE_ROWS, share = tiles / omp_get_num_threads(), first = omp_get_thread_num() * share;
+        for (long tile = first; tile < first + share; tile++) {
+            long r0 = tile * TILE_ROWS;
+            const uint16_t *src = t + r0 * COLS;
+            for (int r = 0; r < TILE_ROWS; r++)
+                for (int cb = 0; cb < COLS; cb += 16) {
+                    __m512 v = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(src + r * COLS + cb)));
+                    __m256i h = _mm512_cvtps_ph(_mm512_mul_ps(v, k), 4);
+                    if (plain_a) { /* timing only: out's values are then wrong */
+                        _mm256_store_si256((__m256i *)(buf + r * COLS + cb), h);
+                        continue;
+                    }
+                    for (int q = 0; q < 4; q++) {
+                        int to = (r - 32 * q) & (TILE_ROWS - 1);
+                        _mm256_mask_storeu_epi16(buf + to * COLS + cb, (__mmask16)(0xF << (4 * q)), h);
+                    }
+                }
+            for (int cb = 0; cb < COLS; cb += 16)
+                for (int rb = 0; rb < TILE_ROWS; rb += 32) {
+                    __m256i x[16], y[16];
+                    for (int i = 0; i < 16; i++) {
+                        x[i] = _mm256_load_si256((const __m256i *)(buf + (rb + i) * COLS + cb));
+                        y[i] = _mm256_load_si256((const __m256i *)(buf + (rb + 16 + i) * COLS + cb));
+                    }
+                    transpose16(x);
+                    transpose16(y);
+                    for (int j = 0; j < 16; j++) {
+                        uint16_t *line = out + (cb + j) * m + r0 + ((rb + 32 * (j >> 2)) & (TILE_ROWS - 1));
+                        if (stream) {
+                            _mm256_stream_si256((__m256i *)line, x[slot[j]]);
+                            _mm256_stream_si256((__m256i *)(line + 16), y[slot[j]]);
+                        } else {
+                            _mm256_store_si256((__m256i *)line, x[slot[j]]);
+                            _mm256_store_si256((__m256i *)(line + 16), y[slot[j]]);
+                        }
+                    }
+                }
+        }
+        _mm_sfence();
+    }
+    return 0;
+}

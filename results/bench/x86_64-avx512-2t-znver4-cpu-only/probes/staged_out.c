@@ -113,3 +113,47 @@ int skewed_walk(const uint16_t *t, uint16_t *out, long n, float c, int threads, 
     }
     return 0;
 }
+
+/* The walk with the threads splitting out's rows, not its columns: thread i takes out's rows
+ * 64i/T.. (T threads), so it reads its share of every input row (one of t's two lines per row
+ * with 2 threads) and writes 64/T of out's row streams instead of all 64. */
+int rowsplit_walk(const uint16_t *t, uint16_t *out, long n, float c, int threads, int stream) {
+    long m = n / COLS;
+#pragma omp parallel num_threads(threads)
+    {
+        uint16_t buf[TILE_ROWS * COLS] __attribute__((aligned(64)));
+        __m512 k = _mm512_set1_ps(c);
+        int nt = omp_get_num_threads(), width = COLS / nt, c0 = omp_get_thread_num() * width;
+        for (long tile = 0; tile < m / TILE_ROWS; tile++) {
+            long r0 = tile * TILE_ROWS;
+            const uint16_t *src = t + r0 * COLS;
+            for (int r = 0; r < TILE_ROWS; r++)
+                for (int cb = c0; cb < c0 + width; cb += 16) {
+                    __m512 v = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(src + r * COLS + cb)));
+                    _mm256_store_si256((__m256i *)(buf + r * COLS + cb), _mm512_cvtps_ph(_mm512_mul_ps(v, k), 4));
+                }
+            for (int cb = c0; cb < c0 + width; cb += 16)
+                for (int rb = 0; rb < TILE_ROWS; rb += 32) {
+                    __m256i x[16], y[16];
+                    for (int i = 0; i < 16; i++) {
+                        x[i] = _mm256_load_si256((const __m256i *)(buf + (rb + i) * COLS + cb));
+                        y[i] = _mm256_load_si256((const __m256i *)(buf + (rb + 16 + i) * COLS + cb));
+                    }
+                    transpose16(x);
+                    transpose16(y);
+                    for (int j = 0; j < 16; j++) {
+                        uint16_t *line = out + (cb + j) * m + r0 + rb;
+                        if (stream) {
+                            _mm256_stream_si256((__m256i *)line, x[slot[j]]);
+                            _mm256_stream_si256((__m256i *)(line + 16), y[slot[j]]);
+                        } else {
+                            _mm256_store_si256((__m256i *)line, x[slot[j]]);
+                            _mm256_store_si256((__m256i *)(line + 16), y[slot[j]]);
+                        }
+                    }
+                }
+        }
+        _mm_sfence();
+    }
+    return 0;
+}

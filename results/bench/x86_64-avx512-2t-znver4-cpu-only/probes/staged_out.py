@@ -38,6 +38,7 @@ def build(tmp: str) -> ctypes.CDLL:
     c.floor_walk.argtypes = [*args, ctypes.c_int]
     c.staged_walk.argtypes = [*args, ctypes.c_int]
     c.skewed_walk.argtypes = [*args, ctypes.c_int]
+    c.rowsplit_walk.argtypes = args
     if c.floor_init() != 0:
         raise RuntimeError("walk_floor.c: its 16 x 16 transpose does not leave whole columns")
     return c
@@ -73,6 +74,8 @@ def main() -> None:
         }
         runs["C skewed walk"] = lambda _: lib.skewed_walk(p(tt), p(wout), n, c, th, 0, 0)
         runs["C skewed walk, streamed"] = lambda _: lib.skewed_walk(p(tt), p(wout), n, c, th, 1, 0)
+        runs["C walk, threads split out's rows"] = lambda _: lib.rowsplit_walk(p(tt), p(wout), n, c, th, 0)
+        runs["C walk, threads split out's rows, streamed"] = lambda _: lib.rowsplit_walk(p(tt), p(wout), n, c, th, 1)
         skew_only: dict[str, Callable[[int], object]] = {}  # pass (a) unskewed, out wrong: timing only
         for stream in (0, 1):
             name = "C walk, skewed stores only" + (", streamed" if stream else "") + " (out wrong)"

@@ -1,0 +1,97 @@
+"""Section 47 of results/performance.md: the float32 transposed walk against a hand-written C one.
+
+walk_f32.c is kl_div float32 with a 0-d gradient: a contiguous loop and the transposed walk with
+16 x 16 zmm transposes (the tables' float32 entries use whole-line rows), with modes for pass (a)
+alone and pass (a) plus the transposes but no stores into out. Timed in interleaved rounds in one
+process against our contiguous loop and our transposed walk (this host's tables' configs); every
+output is checked against the float64 reference first. Not part of the package: run by hand, as
+
+    OMP_WAIT_POLICY=passive python results/bench/x86_64-avx512-2t-znver4-cpu-only/probes/walk_f32.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import pathlib
+import statistics
+import subprocess
+import tempfile
+from collections.abc import Callable
+
+import torch
+
+from kernels import backends, timing
+from kernels.modes import Op, Reduction
+from tuner.problems import Case, InputLayout
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def build(tmp: str) -> ctypes.CDLL:
+    lib = pathlib.Path(tmp, "walk_f32.so")
+    cmd = ["gcc", "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", str(HERE / "walk_f32.c"), "-o", str(lib)]
+    subprocess.run(cmd, check=True)
+    c = ctypes.CDLL(str(lib))
+    args = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_float, ctypes.c_int, ctypes.c_int]
+    c.f32_contiguous.argtypes = args
+    c.f32_walk.argtypes = [*args, ctypes.c_int]
+    if c.f32_init() != 0:
+        raise RuntimeError("walk_f32.c: its 16 x 16 transpose does not leave whole columns")
+    return c
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--log2n", type=int, default=22, help="elements, as a power of two (at least 13)")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    n, th = 1 << args.log2n, args.threads
+    launch = backends.get("cpu").launch
+    flat = Case(Op.KL_DIV, torch.float32, (n,), Reduction.MEAN)
+    tp = Case(Op.KL_DIV, torch.float32, (n,), Reduction.MEAN, layout=InputLayout.TRANSPOSED)
+    g, x, t = flat.inputs("cpu")
+    tg, tx, tt = tp.inputs("cpu")
+    out, tout, cout, wout = flat.out_like(x), tp.out_like(tx), flat.out_like(x), tp.out_like(tx)
+    ours, ours_t = flat.phase_one(g, x, t, out, "cpu"), tp.phase_one(tg, tx, tt, tout, "cpu")
+    print(f"2^{args.log2n}, {th} threads, {args.rounds} rounds")
+    print(f"ours: contiguous {ours.config.short()}; transposed {ours_t.config.short()}")
+    c = float(-g.double() / n)
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = build(tmp)
+        p = torch.Tensor.data_ptr
+        runs: dict[str, Callable[[int], object]] = {
+            "ours, contiguous": lambda _: launch(ours),
+            "C, contiguous": lambda _: lib.f32_contiguous(p(t), p(cout), n, c, th, 0),
+            "C, contiguous, streamed": lambda _: lib.f32_contiguous(p(t), p(cout), n, c, th, 1),
+            "ours, transposed": lambda _: launch(ours_t),
+            "C walk": lambda _: lib.f32_walk(p(tt), p(wout), n, c, th, 0, 0),
+            "C walk, streamed": lambda _: lib.f32_walk(p(tt), p(wout), n, c, th, 1, 0),
+            "C walk, pass (a) alone": lambda _: lib.f32_walk(p(tt), p(wout), n, c, th, 0, 1),
+            "C walk, (a) + transposes, no out": lambda _: lib.f32_walk(p(tt), p(wout), n, c, th, 0, 2),
+            "C skewed walk": lambda _: lib.f32_walk(p(tt), p(wout), n, c, th, 0, 3),
+            "C skewed walk, streamed": lambda _: lib.f32_walk(p(tt), p(wout), n, c, th, 1, 3),
+            "C walk, skewed stores only (out wrong)": lambda _: lib.f32_walk(p(tt), p(wout), n, c, th, 0, 4),
+        }
+        for name in ("ours, contiguous", "C, contiguous", "C, contiguous, streamed", "ours, transposed"):
+            runs[name](0)
+        checks = ((out, flat, (g, x, t)), (cout, flat, (g, x, t)), (tout, tp, (tg, tx, tt)))
+        for got, case, ins in checks:
+            torch.testing.assert_close(got, case.reference(*ins).float(), rtol=2e-6, atol=1e-30)
+        for name in ("C walk", "C walk, streamed", "C skewed walk", "C skewed walk, streamed"):  # each on its own
+            wout.zero_()
+            runs[name](0)
+            torch.testing.assert_close(wout, tp.reference(tg, tx, tt).float(), rtol=2e-6, atol=1e-30)
+        timed = timing.interleaved(list(runs.values()), rounds=args.rounds, min_time_s=0.15)
+        times = {k: list(t.medians) for k, t in zip(runs, timed, strict=True)}
+    base = times["ours, contiguous"]
+    print("| run | median us | over ours, contiguous |")
+    print("|---|---|---|")
+    for k, v in times.items():
+        r = [a / b for a, b in zip(v, base, strict=True)]
+        print(f"| {k} | {statistics.median(v) * 1e6:.0f} | {statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f}) |")
+
+
+if __name__ == "__main__":
+    main()

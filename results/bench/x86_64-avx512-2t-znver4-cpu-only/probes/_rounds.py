@@ -1,10 +1,14 @@
-"""The probes' shared pieces: a row's contiguous and transposed cases, and the printout of each run's
-median and its per-round ratios over the first run."""
+"""The probes' shared pieces: a row's contiguous and transposed cases, the printout of each run's
+median and its per-round ratios over the first run (or over a named run, as a markdown table), and
+the build of a probe's C source into a shared library."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import pathlib
 import statistics
+import subprocess
 from collections.abc import Callable, Sequence
 
 import torch
@@ -39,3 +43,25 @@ def print_ratios(title: str, names: Sequence[str], runs: Sequence[Callable[[obje
             f" ({min(ratios):.2f}-{max(ratios):.2f})",
             flush=True,
         )
+
+
+def build_c(source: pathlib.Path, tmp: str, libs: Sequence[str] = ()) -> ctypes.CDLL:
+    """``source`` built with gcc -O3 -march=native -fopenmp into a shared library under ``tmp``, loaded."""
+    lib = pathlib.Path(tmp, source.with_suffix(".so").name)
+    cmd = ["gcc", "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", str(source), "-o", str(lib), *libs]
+    subprocess.run(cmd, check=True)
+    return ctypes.CDLL(str(lib))
+
+
+def ratio_table(runs: dict[str, Callable[[int], object]], rounds: int, base: str) -> dict[str, list[float]]:
+    """Time ``runs`` in interleaved rounds and print a markdown table: each run's median (us) and
+    the median (min-max) of its per-round ratio over the run named ``base``. Returns each run's
+    per-round medians (seconds)."""
+    timed = timing.interleaved(list(runs.values()), rounds=rounds, min_time_s=0.15)
+    times = {k: list(t.medians) for k, t in zip(runs, timed, strict=True)}
+    print(f"| run | median us | over {base} |")
+    print("|---|---|---|")
+    for k, v in times.items():
+        r = [a / b for a, b in zip(v, times[base], strict=True)]
+        print(f"| {k} | {statistics.median(v) * 1e6:.0f} | {statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f}) |")
+    return times

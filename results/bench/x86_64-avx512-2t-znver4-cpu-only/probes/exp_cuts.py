@@ -16,11 +16,11 @@ import argparse
 import ctypes
 import pathlib
 import statistics
-import subprocess
 import tempfile
 from collections.abc import Callable
 
 import torch
+from _rounds import build_c
 
 from kernels import backends, timing
 from kernels.modes import Op, Reduction
@@ -31,10 +31,7 @@ MODES = {"A shipped": 0, "B exponent in float": 1, "C B + g*m folded": 2, "D 32-
 
 
 def build(tmp: str) -> ctypes.CDLL:
-    lib = pathlib.Path(tmp, "exp_cuts.so")
-    cmd = ["gcc", "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", str(HERE / "exp_cuts.c"), "-o", str(lib)]
-    subprocess.run([*cmd, "-lm"], check=True)
-    c = ctypes.CDLL(str(lib))
+    c = build_c(HERE / "exp_cuts.c", tmp, ("-lm",))
     c.exp_loop.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_float, ctypes.c_float]
     c.exp_loop.argtypes += [ctypes.c_int, ctypes.c_int]
     c.copy16.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_int]

@@ -14,14 +14,13 @@ from __future__ import annotations
 import argparse
 import ctypes
 import pathlib
-import statistics
-import subprocess
 import tempfile
 from collections.abc import Callable
 
 import torch
+from _rounds import build_c, ratio_table
 
-from kernels import backends, timing
+from kernels import backends
 from kernels.modes import Op, Reduction
 from tuner.problems import Case, InputLayout
 
@@ -29,10 +28,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 
 def build(tmp: str) -> ctypes.CDLL:
-    lib = pathlib.Path(tmp, "walk_f32.so")
-    cmd = ["gcc", "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", str(HERE / "walk_f32.c"), "-o", str(lib)]
-    subprocess.run(cmd, check=True)
-    c = ctypes.CDLL(str(lib))
+    c = build_c(HERE / "walk_f32.c", tmp)
     args = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_float, ctypes.c_int, ctypes.c_int]
     c.f32_contiguous.argtypes = args
     c.f32_walk.argtypes = [*args, ctypes.c_int]
@@ -83,14 +79,7 @@ def main() -> None:
             wout.zero_()
             runs[name](0)
             torch.testing.assert_close(wout, tp.reference(tg, tx, tt).float(), rtol=2e-6, atol=1e-30)
-        timed = timing.interleaved(list(runs.values()), rounds=args.rounds, min_time_s=0.15)
-        times = {k: list(t.medians) for k, t in zip(runs, timed, strict=True)}
-    base = times["ours, contiguous"]
-    print("| run | median us | over ours, contiguous |")
-    print("|---|---|---|")
-    for k, v in times.items():
-        r = [a / b for a, b in zip(v, base, strict=True)]
-        print(f"| {k} | {statistics.median(v) * 1e6:.0f} | {statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f}) |")
+        ratio_table(runs, args.rounds, "ours, contiguous")
 
 
 if __name__ == "__main__":

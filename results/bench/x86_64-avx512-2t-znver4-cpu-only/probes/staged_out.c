@@ -8,6 +8,33 @@
 
 #include "../floor/walk_floor.c"
 
+/* Pass (b) of one tile over out's rows c0..c1 (buffer columns): floor_walk's 16 x 16 transposes,
+ * each line of out stored as two 256-bit halves; skewed: rows 4q..4q+3 of a block store the line
+ * 32q columns further on, modulo the tile. */
+static inline void pass_b(const uint16_t *buf, uint16_t *out, long m, long r0, int c0, int c1, int stream, int skewed) {
+    for (int cb = c0; cb < c1; cb += 16)
+        for (int rb = 0; rb < TILE_ROWS; rb += 32) {
+            __m256i x[16], y[16];
+            for (int i = 0; i < 16; i++) {
+                x[i] = _mm256_load_si256((const __m256i *)(buf + (rb + i) * COLS + cb));
+                y[i] = _mm256_load_si256((const __m256i *)(buf + (rb + 16 + i) * COLS + cb));
+            }
+            transpose16(x);
+            transpose16(y);
+            for (int j = 0; j < 16; j++) {
+                int col = skewed ? (rb + 32 * (j >> 2)) & (TILE_ROWS - 1) : rb;
+                uint16_t *line = out + (cb + j) * m + r0 + col;
+                if (stream) {
+                    _mm256_stream_si256((__m256i *)line, x[slot[j]]);
+                    _mm256_stream_si256((__m256i *)(line + 16), y[slot[j]]);
+                } else {
+                    _mm256_store_si256((__m256i *)line, x[slot[j]]);
+                    _mm256_store_si256((__m256i *)(line + 16), y[slot[j]]);
+                }
+            }
+        }
+}
+
 int staged_walk(const uint16_t *t, uint16_t *out, long n, float c, int threads, int stream, int stage) {
     long m = n / COLS, pitch = (long)stage * TILE_ROWS + 32;
     int failed = 0;
@@ -88,26 +115,7 @@ int skewed_walk(const uint16_t *t, uint16_t *out, long n, float c, int threads, 
                         _mm256_mask_storeu_epi16(buf + to * COLS + cb, (__mmask16)(0xF << (4 * q)), h);
                     }
                 }
-            for (int cb = 0; cb < COLS; cb += 16)
-                for (int rb = 0; rb < TILE_ROWS; rb += 32) {
-                    __m256i x[16], y[16];
-                    for (int i = 0; i < 16; i++) {
-                        x[i] = _mm256_load_si256((const __m256i *)(buf + (rb + i) * COLS + cb));
-                        y[i] = _mm256_load_si256((const __m256i *)(buf + (rb + 16 + i) * COLS + cb));
-                    }
-                    transpose16(x);
-                    transpose16(y);
-                    for (int j = 0; j < 16; j++) {
-                        uint16_t *line = out + (cb + j) * m + r0 + ((rb + 32 * (j >> 2)) & (TILE_ROWS - 1));
-                        if (stream) {
-                            _mm256_stream_si256((__m256i *)line, x[slot[j]]);
-                            _mm256_stream_si256((__m256i *)(line + 16), y[slot[j]]);
-                        } else {
-                            _mm256_store_si256((__m256i *)line, x[slot[j]]);
-                            _mm256_store_si256((__m256i *)(line + 16), y[slot[j]]);
-                        }
-                    }
-                }
+            pass_b(buf, out, m, r0, 0, COLS, stream, 1);
         }
         _mm_sfence();
     }
@@ -132,26 +140,7 @@ int rowsplit_walk(const uint16_t *t, uint16_t *out, long n, float c, int threads
                     __m512 v = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(src + r * COLS + cb)));
                     _mm256_store_si256((__m256i *)(buf + r * COLS + cb), _mm512_cvtps_ph(_mm512_mul_ps(v, k), 4));
                 }
-            for (int cb = c0; cb < c0 + width; cb += 16)
-                for (int rb = 0; rb < TILE_ROWS; rb += 32) {
-                    __m256i x[16], y[16];
-                    for (int i = 0; i < 16; i++) {
-                        x[i] = _mm256_load_si256((const __m256i *)(buf + (rb + i) * COLS + cb));
-                        y[i] = _mm256_load_si256((const __m256i *)(buf + (rb + 16 + i) * COLS + cb));
-                    }
-                    transpose16(x);
-                    transpose16(y);
-                    for (int j = 0; j < 16; j++) {
-                        uint16_t *line = out + (cb + j) * m + r0 + rb;
-                        if (stream) {
-                            _mm256_stream_si256((__m256i *)line, x[slot[j]]);
-                            _mm256_stream_si256((__m256i *)(line + 16), y[slot[j]]);
-                        } else {
-                            _mm256_store_si256((__m256i *)line, x[slot[j]]);
-                            _mm256_store_si256((__m256i *)(line + 16), y[slot[j]]);
-                        }
-                    }
-                }
+            pass_b(buf, out, m, r0, c0, c0 + width, stream, 0);
         }
         _mm_sfence();
     }

@@ -117,6 +117,27 @@ def _loss_bwd_flat_kernel(
 
 
 @triton.jit
+def _unravel(flat, meta_ptr, NDIM: tl.constexpr, SUB: tl.constexpr):
+    """The element offsets of g, x, t and out at the row-major indices ``flat`` (SUB of them) of
+    meta's shape: meta is int64 [5, NDIM], the shape, then each operand's element strides."""
+    rem = flat
+    og = tl.zeros([SUB], dtype=tl.int64)
+    ox = tl.zeros([SUB], dtype=tl.int64)
+    ot = tl.zeros([SUB], dtype=tl.int64)
+    oo = tl.zeros([SUB], dtype=tl.int64)
+    for k in tl.static_range(NDIM):
+        d = NDIM - 1 - k
+        size = tl.load(meta_ptr + d)
+        q = rem % size
+        rem = rem // size
+        og += q * tl.load(meta_ptr + NDIM + d)
+        ox += q * tl.load(meta_ptr + 2 * NDIM + d)
+        ot += q * tl.load(meta_ptr + 3 * NDIM + d)
+        oo += q * tl.load(meta_ptr + 4 * NDIM + d)
+    return og, ox, ot, oo
+
+
+@triton.jit
 def _loss_bwd_strided_kernel(
     g_ptr,
     x_ptr,
@@ -139,20 +160,7 @@ def _loss_bwd_strided_kernel(
         for j in range(0, BLOCK, SUB):
             offs = s + j + tl.arange(0, SUB)
             m = offs < end
-            rem = offs
-            og = tl.zeros([SUB], dtype=tl.int64)
-            ox = tl.zeros([SUB], dtype=tl.int64)
-            ot = tl.zeros([SUB], dtype=tl.int64)
-            oo = tl.zeros([SUB], dtype=tl.int64)
-            for k in tl.static_range(NDIM):
-                d = NDIM - 1 - k
-                size = tl.load(meta_ptr + d)
-                q = rem % size
-                rem = rem // size
-                og += q * tl.load(meta_ptr + NDIM + d)
-                ox += q * tl.load(meta_ptr + 2 * NDIM + d)
-                ot += q * tl.load(meta_ptr + 3 * NDIM + d)
-                oo += q * tl.load(meta_ptr + 4 * NDIM + d)
+            og, ox, ot, oo = _unravel(offs, meta_ptr, NDIM, SUB)
             g = tl.load(g_ptr + og, mask=m).to(tl.float32)
             x = tl.load(x_ptr + ox, mask=m).to(tl.float32)
             t = tl.load(t_ptr + ot, mask=m).to(tl.float32)
@@ -188,20 +196,7 @@ def _loss_bwd_reduce_kernel(
         for j in range(0, BLOCK, SUB):
             offs = s + j + tl.arange(0, SUB)
             m = offs < end
-            rem = offs
-            bg = tl.zeros([SUB], dtype=tl.int64)
-            bx = tl.zeros([SUB], dtype=tl.int64)
-            bt = tl.zeros([SUB], dtype=tl.int64)
-            bo = tl.zeros([SUB], dtype=tl.int64)
-            for k in tl.static_range(NK):
-                d = NK - 1 - k
-                size = tl.load(kmeta_ptr + d)
-                q = rem % size
-                rem = rem // size
-                bg += q * tl.load(kmeta_ptr + NK + d)
-                bx += q * tl.load(kmeta_ptr + 2 * NK + d)
-                bt += q * tl.load(kmeta_ptr + 3 * NK + d)
-                bo += q * tl.load(kmeta_ptr + 4 * NK + d)
+            bg, bx, bt, bo = _unravel(offs, kmeta_ptr, NK, SUB)
             acc = tl.zeros([SUB], dtype=tl.float32)
             comp = tl.zeros([SUB], dtype=tl.float32)
             for r in range(0, n_red):

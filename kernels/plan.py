@@ -170,9 +170,24 @@ def elementwise_geometry(
     if layout is Layout.STRIDED:
         shape, strides = reorder(shape, strides, [t.element_size() for t in operands])
     cshape, cstrides = coalesce(shape, strides)
+    if layout is Layout.STRIDED and dense_in_memory_order(cstrides, grad_kind):
+        layout = Layout.CONTIGUOUS
     if layout is Layout.STRIDED and transposed(cstrides[3]):
         layout = Layout.TRANSPOSED
     return Geometry(layout, grad_kind, numel, numel, cshape, cstrides)
+
+
+def dense_in_memory_order(strides: tuple[tuple[int, ...], ...], grad_kind: GradKind) -> bool:
+    """Whether a reordered, coalesced walk is one run of consecutive elements in every operand (a
+    0-d gradient read once): operands that share one dense layout, whatever it is (transposed,
+    permuted, channels-last), or that differ only by size-1 dims. Element i of the flat loops is
+    then element i of each operand's memory from its first address, as for contiguous tensors,
+    and those loops run it (the strided walk took 1.52x their time on mse float32 at 2^22 with
+    every operand the same transposed view; results/performance.md, section 47)."""
+    if len(strides[3]) != 1:
+        return False
+    grad_ok = strides[0] == (0,) if grad_kind is GradKind.SCALAR else strides[0] == (1,)
+    return grad_ok and all(s == (1,) for s in strides[1:])
 
 
 def transposed(out_strides: tuple[int, ...]) -> bool:

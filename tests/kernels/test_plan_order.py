@@ -39,8 +39,8 @@ def test_reordered_walk_computes_the_same_values() -> None:
 
 def test_transposed_inputs_with_a_contiguous_out_are_their_own_layout() -> None:
     """Layout.TRANSPOSED: the 2-d walk whose out is unit-strided on the outer dim once reorder puts
-    the inputs' unit stride inside; a broadcast row, a transposed out or a 3-d transpose stay
-    STRIDED (the generic walk)."""
+    the inputs' unit stride inside; a broadcast row or a 3-d transpose stay STRIDED (the generic
+    walk). A transposed out too is one dense layout: test_one_dense_layout_shared_by_every_operand..."""
     t = torch.randn(300, 64).t()
     dense = torch.randn(64, 300)
     cases = {
@@ -49,7 +49,6 @@ def test_transposed_inputs_with_a_contiguous_out_are_their_own_layout() -> None:
         "dense grad": ((dense, t, t, torch.empty(64, 300)), Layout.STRIDED),
         "0-d grad": ((torch.tensor(1.0), t, t, torch.empty(64, 300)), Layout.TRANSPOSED),
         "broadcast row": ((dense, dense, dense[:1].expand(64, 300), torch.empty(64, 300)), Layout.STRIDED),
-        "transposed out too": ((t, t, t, torch.empty(300, 64).t()), Layout.STRIDED),
         "3-d": (
             (torch.tensor(1.0), *(torch.randn(5, 300, 64).transpose(1, 2),) * 2, torch.empty(5, 64, 300)),
             Layout.STRIDED,
@@ -59,3 +58,60 @@ def test_transposed_inputs_with_a_contiguous_out_are_their_own_layout() -> None:
         geo = elementwise_geometry(g, x, tg, out, tuple(out.shape))
         assert geo.layout is want, name
         assert geo.variants == (Variant.STRIDED,), name
+
+
+def test_one_dense_layout_shared_by_every_operand_runs_the_contiguous_loops() -> None:
+    """Operands that share one dense layout (transposed, channels-last, or apart only by size-1
+    dims) are one run of memory each: Layout.CONTIGUOUS, so the flat and scalar_grad loops and the
+    contiguous tables serve them, with the same bits as the strided walk over the same call."""
+    t2 = torch.randn(300, 64).t()
+    nhwc = torch.randn(2, 5, 6, 7).to(memory_format=torch.channels_last)
+    cases = {
+        "transposed, out too": (torch.randn(300, 64).t(), t2, torch.randn(300, 64).t(), torch.empty(300, 64).t()),
+        "0-d grad, transposed": (torch.tensor(0.5), t2, torch.randn(300, 64).t(), torch.empty(300, 64).t()),
+        "channels-last": (torch.randn_like(nhwc), nhwc, torch.randn_like(nhwc), torch.empty_like(nhwc)),
+        "size-1 dims apart": (
+            torch.randn(1, 4096),
+            torch.randn(4096),
+            torch.randn(1, 1, 4096),
+            torch.empty(1, 1, 4096),
+        ),
+    }
+    for name, (g, x, tg, out) in cases.items():
+        geo = elementwise_geometry(g, x, tg, out, tuple(out.shape))
+        assert geo.layout is Layout.CONTIGUOUS and geo.shape == (out.numel(),), name
+        assert geo.variants[1] is Variant.STRIDED, name
+        flat = kernels.mse_loss_backward(g, x, tg, "sum", out=out.clone(), backend="cpu")
+        walked = kernels.mse_loss_backward(
+            g, x, tg, "sum", out=out.clone(), backend="cpu", config={"variant": "strided", "tile": 256, "cores": 1}
+        )
+        assert torch.equal(flat, walked), name
+        want = 2 * (x.double() - tg.double()) * g.double()
+        assert torch.allclose(flat.double(), want, rtol=1e-6, atol=1e-6), name
+        assert flat.stride() == out.stride(), name
+
+
+def test_layouts_that_are_not_one_run_of_memory_keep_the_strided_walk() -> None:
+    dense, t2 = torch.randn(64, 300), torch.randn(300, 64).t()
+    cases = {
+        "a full grad in another layout": (dense, t2, t2, torch.empty(300, 64).t()),
+        "every other column": (dense[:, ::2], dense[:, ::2], dense[:, ::2], torch.empty(64, 300)[:, ::2]),
+        "a broadcast row": (dense, dense, dense[:1].expand(64, 300), torch.empty(64, 300)),
+    }
+    for name, (g, x, tg, out) in cases.items():
+        assert elementwise_geometry(g, x, tg, out, tuple(out.shape)).layout is Layout.STRIDED, name
+
+
+def test_the_triton_flat_kernel_reads_a_shared_dense_layout_from_its_first_address() -> None:
+    """The same plan under the Triton interpreter: the flat kernel is handed the views themselves."""
+    g, x, t = (torch.randn(300, 64).t() for _ in range(3))
+    out = torch.empty(300, 64).t()
+    got = kernels.mse_loss_backward(g, x, t, "none", out=out, backend="triton-interpret")
+    want = 2 * (x.double() - t.double()) * g.double()
+    assert got.data_ptr() == out.data_ptr() and torch.allclose(got.double(), want, rtol=1e-6, atol=1e-6)
+    nhwc = torch.randn(2, 5, 6, 7).to(memory_format=torch.channels_last)
+    target = torch.rand_like(nhwc)
+    out = torch.empty_like(nhwc)  # channels-last too: the library's own allocation is contiguous
+    kl = kernels.kl_div_backward(torch.tensor(0.3), nhwc, target, "mean", True, out=out, backend="triton-interpret")
+    want = -(target.double().exp() * 0.3) / nhwc.numel()
+    assert kl.stride() == nhwc.stride() and torch.allclose(kl.double(), want, rtol=1e-5, atol=1e-9)

@@ -182,8 +182,9 @@ def dense_in_memory_order(strides: tuple[tuple[int, ...], ...], grad_kind: GradK
     0-d gradient read once): operands that share one dense layout, whatever it is (transposed,
     permuted, channels-last), or that differ only by size-1 dims. Element i of the flat loops is
     then element i of each operand's memory from its first address, as for contiguous tensors,
-    and those loops run it (the strided walk took 1.52x their time on mse float32 at 2^22 with
-    every operand the same transposed view; results/performance.md, section 47)."""
+    and those loops run it, with the contiguous tables' configs: 0.94-1.01x the contiguous case's
+    time at 2^22 with every operand one transposed view, where the strided walk took up to 1.22x
+    (the exp-bound kl_div-log rows; results/performance.md, section 48)."""
     if len(strides[3]) != 1:
         return False
     grad_ok = strides[0] == (0,) if grad_kind is GradKind.SCALAR else strides[0] == (1,)

@@ -42,7 +42,9 @@ class GradKind(str, Enum):
 class Layout(str, Enum):
     """The memory pattern of a planned call; decides which variants are legal."""
 
-    CONTIGUOUS = "contiguous"  # every operand dense, same shape as the iteration space
+    # every operand one run of memory in the same element order: contiguous, or one shared dense
+    # layout (all transposed, all channels-last; plan.dense_in_memory_order)
+    CONTIGUOUS = "contiguous"
     STRIDED = "strided"  # some operand broadcast or non-contiguous
     # 2-d, out unit-strided on the outer dim and the inputs on the inner one (transposed inputs,
     # contiguous out): a walk of its own on the CPU (cpu_loops.transposed), tuned apart.

@@ -84,10 +84,10 @@ def _store_rounded(ptr, offs, v, mask):
 
 @triton.jit
 def _loss_bwd_flat_kernel(
-    g_ptr,  # [n] contiguous, or [1] with SCALAR_GRAD
-    x_ptr,  # [n] contiguous
-    t_ptr,  # [n] contiguous
-    out_ptr,  # [n] contiguous
+    g_ptr,  # [n] one run of memory (Layout.CONTIGUOUS), or [1] with SCALAR_GRAD
+    x_ptr,  # [n] one run of memory, in the same element order as out's
+    t_ptr,  # [n] the same
+    out_ptr,  # [n] the same
     n,
     cof,
     programs,

@@ -102,16 +102,21 @@ def test_layouts_that_are_not_one_run_of_memory_keep_the_strided_walk() -> None:
         assert elementwise_geometry(g, x, tg, out, tuple(out.shape)).layout is Layout.STRIDED, name
 
 
-def test_the_triton_flat_kernel_reads_a_shared_dense_layout_from_its_first_address() -> None:
-    """The same plan under the Triton interpreter: the flat kernel is handed the views themselves."""
-    g, x, t = (torch.randn(300, 64).t() for _ in range(3))
-    out = torch.empty(300, 64).t()
-    got = kernels.mse_loss_backward(g, x, t, "none", out=out, backend="triton-interpret")
+def test_every_backend_runs_a_shared_dense_layout_in_its_flat_kernels(backend: str, device: str) -> None:
+    """The same plan on each backend that loads (the CPU and the Triton interpreter in CI): the flat
+    kernels are handed the views themselves and index them from their first elements."""
+    g, x, t = (torch.randn(300, 64, device=device).t() for _ in range(3))
+    out = torch.empty(300, 64, device=device).t()
+    _, ex = kernels.aclnn.mse_loss_backward_get_workspace_size(g, x, t, 0, out, backend=backend)
+    assert ex.config.variant is Variant.FLAT
+    kernels.aclnn.mse_loss_backward(None, 0, ex)
     want = 2 * (x.double() - t.double()) * g.double()
-    assert got.data_ptr() == out.data_ptr() and torch.allclose(got.double(), want, rtol=1e-6, atol=1e-6)
-    nhwc = torch.randn(2, 5, 6, 7).to(memory_format=torch.channels_last)
-    target = torch.rand_like(nhwc)
-    out = torch.empty_like(nhwc)  # channels-last too: the library's own allocation is contiguous
-    kl = kernels.kl_div_backward(torch.tensor(0.3), nhwc, target, "mean", True, out=out, backend="triton-interpret")
+    assert torch.allclose(out.double(), want, rtol=1e-6, atol=1e-6)
+    nhwc = torch.randn(2, 5, 6, 7, device=device).to(memory_format=torch.channels_last)
+    target, out = torch.rand_like(nhwc), torch.empty_like(nhwc)  # channels-last too
+    g0 = torch.tensor(0.3, device=device)
+    _, ex = kernels.aclnn.kl_div_backward_get_workspace_size(g0, nhwc, target, 1, True, out, backend=backend)
+    assert ex.config.variant is Variant.SCALAR_GRAD
+    kernels.aclnn.kl_div_backward(None, 0, ex)
     want = -(target.double().exp() * 0.3) / nhwc.numel()
-    assert kl.stride() == nhwc.stride() and torch.allclose(kl.double(), want, rtol=1e-5, atol=1e-9)
+    assert torch.allclose(out.double(), want, rtol=1e-5, atol=1e-9)

@@ -33,6 +33,8 @@ def build(tmp: str) -> ctypes.CDLL:
     c.floor_contiguous.argtypes = args
     c.floor_walk.argtypes = [*args, ctypes.c_int]
     c.staged_walk.argtypes = [*args, ctypes.c_int]
+    c.staged_init.argtypes = [ctypes.c_int, ctypes.c_int]
+    c.floor_walk.restype = c.floor_contiguous.restype = None  # void: only the staged walk reports a failure
     c.skewed_walk.argtypes = [*args, ctypes.c_int]
     c.rowsplit_walk.argtypes = args
     if c.floor_init() != 0:
@@ -76,15 +78,18 @@ def main() -> None:
         for stream in (0, 1):
             name = "C walk, skewed stores only" + (", streamed" if stream else "") + " (out wrong)"
             skew_only[name] = lambda _, stream=stream: lib.skewed_walk(p(tt), p(wout), n, c, th, stream, 1)
-        for s in map(int, filter(None, args.stages.split(","))):
+        stages = [int(s) for s in args.stages.split(",") if s]
+        if stages and lib.staged_init(th, max(stages)):
+            raise RuntimeError(f"staged_init: no room for {th} staging buffers of {max(stages)} tiles")
+        for s in stages:
             for stream in (0, 1):
                 name = f"C staged, {s} tiles ({s * 256} B runs)" + (", streamed" if stream else "")
                 runs[name] = lambda _, s=s, stream=stream: lib.staged_walk(p(tt), p(wout), n, c, th, stream, s)
         for name, run in runs.items():
             if name.startswith("C"):
                 wout.zero_()
-                if run(0):
-                    raise RuntimeError(f"{name}: its staging buffer could not be allocated")
+                if run(0):  # None from the void walks; the others return 0, or -1 for a refused call
+                    raise RuntimeError(f"{name}: refused (its staging buffer was not made)")
                 torch.testing.assert_close(wout.float(), want, rtol=1e-3, atol=6e-8, msg=lambda m, k=name: f"{k}: {m}")
         runs.update(skew_only)
         launch(ours_t)

@@ -120,3 +120,44 @@ def test_every_backend_runs_a_shared_dense_layout_in_its_flat_kernels(backend: s
     kernels.aclnn.kl_div_backward(None, 0, ex)
     want = -(target.double().exp() * 0.3) / nhwc.numel()
     assert torch.allclose(out.double(), want, rtol=1e-5, atol=1e-9)
+
+
+def test_a_shared_dense_layout_gives_the_same_bits_under_every_sampled_config() -> None:
+    """The contiguous space's knobs (variant, tile, cores, prefetch, stream) on shared-layout calls:
+    an out 4 bytes past a line (streamed stores then start mid-line), a (1, 1) gradient, l1 with
+    mixed dtypes, and KL on the CPU. Every sampled config gives the default's bits."""
+    rows, cols = 301, 64  # 19264 elements: whole tiles and a ragged one
+
+    def transposed(dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.randn(rows, cols).to(dtype).t()
+
+    x, t = transposed(), transposed()
+    out32 = torch.empty(rows * cols + 1)[1:].view(rows, cols).t()  # off a line by one element
+    g16, t16 = transposed(torch.float16), transposed(torch.float16)
+    xb, tb = transposed(torch.bfloat16), transposed(torch.bfloat16)
+    out_b = torch.empty(rows, cols, dtype=torch.bfloat16).t()
+    aclnn = kernels.aclnn
+    plans = {
+        "mse, out off a line, (1, 1) grad": lambda cfg: aclnn.mse_loss_backward_get_workspace_size(
+            torch.full((1, 1), 0.75), x, t, 0, out32, backend="cpu", config=cfg
+        ),
+        "l1, float16 grad and target, float32 input": lambda cfg: aclnn.l1_loss_backward_get_workspace_size(
+            g16, x, t16, 2, out32, backend="cpu", config=cfg
+        ),
+        "kl_div-log, bfloat16": lambda cfg: aclnn.kl_div_backward_get_workspace_size(
+            torch.tensor(-0.5).bfloat16(), xb, tb, 1, True, out_b, backend="cpu", config=cfg
+        ),
+    }
+    for name, plan in plans.items():
+        _, ex = plan(None)
+        assert ex.geometry.layout is Layout.CONTIGUOUS, name
+        bits = torch.int32 if ex.out.dtype == torch.float32 else torch.int16
+        kernels.dispatch.run(ex)
+        want = ex.out.contiguous().view(bits).clone()
+        sample = ex.space.sample(12, seed=5)
+        assert any(c.stream for c in sample) and any(c.prefetch for c in sample), name
+        for cfg in sample:
+            ex.out.zero_()
+            _, run = plan(cfg)
+            kernels.dispatch.run(run)
+            assert torch.equal(run.out.contiguous().view(bits), want), (name, cfg.short())

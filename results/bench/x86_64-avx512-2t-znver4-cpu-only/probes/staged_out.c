@@ -73,21 +73,8 @@ int staged_walk(const uint16_t *t, uint16_t *out, long n, float c, int threads, 
                     __m512 v = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(src + i)));
                     _mm256_store_si256((__m256i *)(buf + i), _mm512_cvtps_ph(_mm512_mul_ps(v, k), 4));
                 }
-                for (int cb = 0; cb < COLS; cb += 16)
-                    for (int rb = 0; rb < TILE_ROWS; rb += 32) {
-                        __m256i x[16], y[16];
-                        for (int i = 0; i < 16; i++) {
-                            x[i] = _mm256_load_si256((const __m256i *)(buf + (rb + i) * COLS + cb));
-                            y[i] = _mm256_load_si256((const __m256i *)(buf + (rb + 16 + i) * COLS + cb));
-                        }
-                        transpose16(x);
-                        transpose16(y);
-                        for (int j = 0; j < 16; j++) {
-                            uint16_t *line = st + (cb + j) * pitch + (tile - s0) * TILE_ROWS + rb;
-                            _mm256_store_si256((__m256i *)line, x[slot[j]]);
-                            _mm256_store_si256((__m256i *)(line + 16), y[slot[j]]);
-                        }
-                    }
+                /* into the staging rows, pitch apart: tile - s0 is its place in them */
+                pass_b(buf, st, pitch, (tile - s0) * TILE_ROWS, 0, COLS, 0, 0);
             }
             for (int row = 0; row < COLS; row++) {
                 const uint16_t *from = st + row * pitch;

@@ -18,11 +18,9 @@ import tempfile
 from collections.abc import Callable
 
 import torch
-from _rounds import build_c, ratio_table
+from _rounds import build_c, ratio_table, row_cases
 
 from kernels import backends
-from kernels.modes import Op, Reduction
-from tuner.problems import Case, InputLayout
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -51,12 +49,10 @@ def main() -> None:
     args = parser.parse_args()
     n, th = 1 << args.log2n, args.threads
     launch = backends.get("cpu").launch
-    flat = Case(Op.KL_DIV, torch.float16, (n,), Reduction.MEAN)
-    tp = Case(Op.KL_DIV, torch.float16, (n,), Reduction.MEAN, layout=InputLayout.TRANSPOSED)
-    g, x, t = flat.inputs("cpu")
-    tg, tx, tt = tp.inputs("cpu")
-    out, tout, wout = flat.out_like(x), tp.out_like(tx), tp.out_like(tx)
-    ours, ours_t = flat.phase_one(g, x, t, out, "cpu"), tp.phase_one(tg, tx, tt, tout, "cpu")
+    ours, tp, _, (tg, tx, tt) = row_cases("kl_div:float16:mean", n)
+    g = ours.grad  # the 0-d gradient the C loops scale by
+    tout, wout = tp.out_like(tx), tp.out_like(tx)
+    ours_t = tp.phase_one(tg, tx, tt, tout, "cpu")
     print(f"2^{args.log2n}, {th} threads, {args.rounds} rounds")
     print(f"ours: contiguous {ours.config.short()}; transposed {ours_t.config.short()}")
     c = float(-g.double() / n)

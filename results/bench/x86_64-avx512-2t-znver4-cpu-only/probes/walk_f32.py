@@ -19,11 +19,9 @@ import tempfile
 from collections.abc import Callable
 
 import torch
-from _rounds import build_c, ratio_table
+from _rounds import build_c, ratio_table, row_cases
 
 from kernels import backends
-from kernels.modes import Op, Reduction
-from tuner.problems import Case, InputLayout
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -46,12 +44,10 @@ def main() -> None:
     args = parser.parse_args()
     n, th = 1 << args.log2n, args.threads
     launch = backends.get("cpu").launch
-    flat = Case(Op.KL_DIV, torch.float32, (n,), Reduction.MEAN)
-    tp = Case(Op.KL_DIV, torch.float32, (n,), Reduction.MEAN, layout=InputLayout.TRANSPOSED)
-    g, x, t = flat.inputs("cpu")
-    tg, tx, tt = tp.inputs("cpu")
-    out, tout, cout, wout = flat.out_like(x), tp.out_like(tx), flat.out_like(x), tp.out_like(tx)
-    ours, ours_t = flat.phase_one(g, x, t, out, "cpu"), tp.phase_one(tg, tx, tt, tout, "cpu")
+    ours, tp, _, (tg, tx, tt) = row_cases("kl_div:float32:mean", n)
+    g, x, t = ours.grad, ours.inp, ours.target  # the contiguous case's own inputs
+    out, tout, cout, wout = ours.out, tp.out_like(tx), tp.out_like(x), tp.out_like(tx)
+    ours_t = tp.phase_one(tg, tx, tt, tout, "cpu")
     print(f"2^{args.log2n}, {th} threads, {args.rounds} rounds")
     print(f"ours: contiguous {ours.config.short()}; transposed {ours_t.config.short()}")
     c = float(-g.double() / n)
@@ -74,9 +70,9 @@ def main() -> None:
         # Each output on its own, zeroed first. The timing-only modes (pass (a) alone, (a) + the
         # transposes, the skewed stores alone) leave out wrong or unwritten and are not checked.
         checked = {
-            "ours, contiguous": (out, flat, (g, x, t)),
-            "C, contiguous": (cout, flat, (g, x, t)),
-            "C, contiguous, streamed": (cout, flat, (g, x, t)),
+            "ours, contiguous": (out, tp, (g, x, t)),
+            "C, contiguous": (cout, tp, (g, x, t)),
+            "C, contiguous, streamed": (cout, tp, (g, x, t)),
             "ours, transposed": (tout, tp, (tg, tx, tt)),
             "C walk": (wout, tp, (tg, tx, tt)),
             "C walk, streamed": (wout, tp, (tg, tx, tt)),

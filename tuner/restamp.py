@@ -47,6 +47,7 @@ from types import ModuleType
 import torch
 
 from kernels import backends, frozen
+from kernels.backends import cpu_loops
 from kernels.executor import Executor, Formula
 from kernels.modes import Op, Reduction, Variant
 from kernels.tiling import Tiling
@@ -296,21 +297,30 @@ def probe_case(entry: dict[str, object], numel: int = PROBE_NUMEL) -> Case | Non
 def as_launched_today(loops: ModuleType) -> ModuleType:
     """An old revision's loops module, shaped as today's launch (kernels/backends/cpu.py) calls it.
     Before Tiling.transpose_row (and cpu_loops.TRANSPOSE_ROWS) the transposed walks were keyed by
-    tile alone: they are the walks of the host's own rows, (tile, 0) now. A module of today's
-    shape is returned as it is; an old one is copied, never changed."""
-    if hasattr(loops, "TRANSPOSE_ROWS"):
+    tile alone: they are the walks of the host's own rows, (tile, 0) now. Before
+    cpu_loops.StridedRun one strided walk served every kind of innermost run: it is each kind's
+    now. A module of today's shape is returned as it is; an old one is copied, never changed."""
+    rows, runs = hasattr(loops, "TRANSPOSE_ROWS"), hasattr(loops, "StridedRun")
+    if rows and runs:
         return loops
     make = loops.make_cpu_kernels
 
     def make_cpu_kernels(*args: object, **kwargs: object) -> object:
         kernels = make(*args, **kwargs)
-        walks = {(tile, 0): walk for tile, walk in kernels.transposed.items()}
-        return dataclasses.replace(kernels, transposed=walks)
+        changes: dict[str, object] = {}
+        if not rows:
+            changes["transposed"] = {(tile, 0): walk for tile, walk in kernels.transposed.items()}
+        if not runs:
+            changes["strided"] = dict.fromkeys(cpu_loops.StridedRun, kernels.strided)
+        return dataclasses.replace(kernels, **changes)
 
     today = ModuleType(loops.__name__)
     vars(today).update(vars(loops))
     today.make_cpu_kernels = make_cpu_kernels  # type: ignore[attr-defined]
-    today.TRANSPOSE_ROWS = (0,)  # type: ignore[attr-defined]
+    if not rows:
+        today.TRANSPOSE_ROWS = (0,)  # type: ignore[attr-defined]
+    if not runs:
+        today.StridedRun = cpu_loops.StridedRun  # type: ignore[attr-defined]
     return today
 
 

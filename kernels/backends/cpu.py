@@ -50,6 +50,12 @@ def _walk_arrays(geo: Geometry, x_axis: int) -> tuple[np.ndarray, ...]:
     return np.array(spans, np.int64), np.array(geo.shape, np.int64), strides, np.array(geo.rshape, np.int64), rstrides
 
 
+@lru_cache(maxsize=256)
+def _strided_run(geo: Geometry, x_axis: int) -> cpu_loops.StridedRun:
+    """The build of the strided walk for this geometry (cpu_loops.strided_run): per geometry."""
+    return cpu_loops.strided_run(_walk_arrays(geo, x_axis)[2])
+
+
 # The table walk (cpu_loops.TABLE_WALK) trades the formula's arithmetic for one gather per element,
 # after 2^16 evaluations that build the table (83-117 us measured on the 2-thread host): offered to
 # the formulas whose arithmetic bounds them (KL log_target's exp) from 64 tables' worth of elements
@@ -254,7 +260,7 @@ class CpuBackend:
                 walk = walks[cfg.tile, cfg.transpose_row][pick]
                 walk(*walk_args, cfg.stream and _line_aligned(o, geo.strides[3][1]))
             else:
-                kernels.strided[pick](*walk_args)
+                kernels.strided[_strided_run(geo, x_axis)][pick](*walk_args)
             return
         kernels.reduce[pick](*operands, *_walk_arrays(geo, x_axis), geo.n_out, ex.cof, cfg.tile, cfg.cores)
 

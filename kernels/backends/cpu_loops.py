@@ -23,6 +23,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import cache
 from typing import NamedTuple
 
@@ -925,13 +926,33 @@ def _store_impl(a, i, v):
     raise TypeError(f"unsupported element type {a.dtype}")
 
 
+class StridedRun(StrEnum):
+    """The kind of the strided walk's runs along the innermost dim; each has a build of its own."""
+
+    SCALAR_G = "scalar_g"  # self, target and out at unit stride, the gradient at stride 0 (a 0-d one)
+    UNIT = "unit"  # every operand at unit stride
+    ANY = "any"  # any other strides: the loop indexes each operand by its stride
+
+
+def strided_run(strides: np.ndarray) -> StridedRun:
+    """Which build of the strided walk takes a geometry whose element strides are ``strides`` (rows
+    g, x, t, o; innermost dim last)."""
+    if strides.shape[1] == 0:
+        return StridedRun.ANY
+    sg, sx, st, so = (int(v) for v in strides[:, -1])
+    if sx == 1 and st == 1 and so == 1 and sg in (0, 1):
+        return StridedRun.SCALAR_G if sg == 0 else StridedRun.UNIT
+    return StridedRun.ANY
+
+
 @dataclass(frozen=True)
 class CpuKernels:
     """The compiled loops of one formula; ``serial`` for one core (no thread pool), ``parallel`` otherwise."""
 
     flat: tuple[Callable[..., None], Callable[..., None]]
     scalar_grad: tuple[Callable[..., None], Callable[..., None]]
-    strided: tuple[Callable[..., None], Callable[..., None]]
+    # by the kind of its innermost runs (strided_run)
+    strided: dict[StridedRun, tuple[Callable[..., None], Callable[..., None]]]
     # by (tile, transpose_row): TRANSPOSED_TILES by TRANSPOSE_ROWS
     transposed: dict[tuple[int, int], tuple[Callable[..., None], Callable[..., None]]]
     reduce: tuple[Callable[..., None], Callable[..., None]]
@@ -991,73 +1012,83 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
 
         return loop
 
-    def strided(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks):
-        # shape[nd], strides[4, nd] in elements for g, x, t, o; innermost dim last; spans[4]: the
-        # elements each operand's strides reach from its first one.
-        g, x, t = _view(pg, spans[0], tg), _view(px, spans[1], tx), _view(pt, spans[2], tt)
-        o = _view(po, spans[3], to)
-        cof = np.float32(cof64)
-        nd = shape.shape[0]
-        last = nd - 1
-        chunk = (n + nblocks - 1) // nblocks
-        for b in prange(nblocks):
-            vectors()
-            pos = b * chunk
-            end = min(n, pos + chunk)
-            idx = np.zeros(nd, np.int64)
-            og = ox = ot = oo = 0
-            rem = pos
-            for d in range(last, -1, -1):
-                q = rem % shape[d]
-                rem //= shape[d]
-                idx[d] = q
-                og += q * strides[0, d]
-                ox += q * strides[1, d]
-                ot += q * strides[2, d]
-                oo += q * strides[3, d]
-            sg, sx, st, so = strides[0, last], strides[1, last], strides[2, last], strides[3, last]
-            usg, usx, ust, uso = np.uint64(sg), np.uint64(sx), np.uint64(st), np.uint64(so)
-            # Unit inner strides get loops of their own: LLVM vectorises a loop with a runtime
-            # stride only by versioning it for stride 1, which a stride-0 operand (a broadcast 0-d
-            # gradient) defeats, leaving the scalar loop (results/performance.md).
-            unit = usx == 1 and ust == 1 and uso == 1
-            while pos < end:
-                m = min(shape[last] - idx[last], end - pos, tile)
-                # Unsigned offsets (strides here are never negative) for the same reason as in flat.
-                ug, ux, ut, uo = np.uint64(og), np.uint64(ox), np.uint64(ot), np.uint64(oo)
-                if unit and usg == 0:  # the 0-d gradient of mean/sum: read once per run, not per element
-                    g0 = _load(g, ug)
-                    for k in range(np.uint64(m)):
-                        _store(o, uo + k, value(g0, _load(x, ux + k), _load(t, ut + k), cof))
-                elif unit and usg == 1:
-                    for k in range(np.uint64(m)):
-                        _store(o, uo + k, value(_load(g, ug + k), _load(x, ux + k), _load(t, ut + k), cof))
-                else:
-                    for k in range(np.uint64(m)):
-                        _store(
-                            o,
-                            uo + k * uso,
-                            value(_load(g, ug + k * usg), _load(x, ux + k * usx), _load(t, ut + k * ust), cof),
-                        )
-                pos += m
-                idx[last] += m
-                og += m * sg
-                ox += m * sx
-                ot += m * st
-                oo += m * so
-                d = last
-                while d > 0 and idx[d] == shape[d]:  # carry into the next outer dim
-                    og -= shape[d] * strides[0, d]
-                    ox -= shape[d] * strides[1, d]
-                    ot -= shape[d] * strides[2, d]
-                    oo -= shape[d] * strides[3, d]
-                    idx[d] = 0
-                    d -= 1
-                    idx[d] += 1
-                    og += strides[0, d]
-                    ox += strides[1, d]
-                    ot += strides[2, d]
-                    oo += strides[3, d]
+    def strided_walk(run: StridedRun) -> Callable[..., None]:
+        """The strided walk whose runs along the innermost dim are of kind ``run`` (strided_run picks
+        it from the geometry's strides), a compile-time constant."""
+        # One build per kind of run, each holding that one loop: with all three in one function,
+        # LLVM reloaded the exp of KL log_target's constants from memory on every vector of the
+        # unit-stride loops (vbroadcastss, what section 15 found in the contiguous loops), and the
+        # walk took 1.2x the contiguous loop on kl_div-log 16-bit (results/performance.md, section 49).
+        # Unit inner strides get loops of their own because LLVM vectorises a loop with a runtime
+        # stride only by versioning it for stride 1, which a stride-0 operand (a broadcast 0-d
+        # gradient) defeats, leaving the scalar loop (results/performance.md).
+        scalar_g, unit = run is StridedRun.SCALAR_G, run is not StridedRun.ANY
+
+        def strided(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks):
+            # shape[nd], strides[4, nd] in elements for g, x, t, o; innermost dim last; spans[4]: the
+            # elements each operand's strides reach from its first one.
+            g, x, t = _view(pg, spans[0], tg), _view(px, spans[1], tx), _view(pt, spans[2], tt)
+            o = _view(po, spans[3], to)
+            cof = np.float32(cof64)
+            nd = shape.shape[0]
+            last = nd - 1
+            chunk = (n + nblocks - 1) // nblocks
+            for b in prange(nblocks):
+                vectors()
+                pos = b * chunk
+                end = min(n, pos + chunk)
+                idx = np.zeros(nd, np.int64)
+                og = ox = ot = oo = 0
+                rem = pos
+                for d in range(last, -1, -1):
+                    q = rem % shape[d]
+                    rem //= shape[d]
+                    idx[d] = q
+                    og += q * strides[0, d]
+                    ox += q * strides[1, d]
+                    ot += q * strides[2, d]
+                    oo += q * strides[3, d]
+                sg, sx, st, so = strides[0, last], strides[1, last], strides[2, last], strides[3, last]
+                usg, usx, ust, uso = np.uint64(sg), np.uint64(sx), np.uint64(st), np.uint64(so)
+                while pos < end:
+                    m = min(shape[last] - idx[last], end - pos, tile)
+                    # Unsigned offsets (strides here are never negative) for the same reason as in flat.
+                    ug, ux, ut, uo = np.uint64(og), np.uint64(ox), np.uint64(ot), np.uint64(oo)
+                    if scalar_g:  # the 0-d gradient of mean/sum: read once per run, not per element
+                        g0 = _load(g, ug)
+                        for k in range(np.uint64(m)):
+                            _store(o, uo + k, value(g0, _load(x, ux + k), _load(t, ut + k), cof))
+                    elif unit:
+                        for k in range(np.uint64(m)):
+                            _store(o, uo + k, value(_load(g, ug + k), _load(x, ux + k), _load(t, ut + k), cof))
+                    else:
+                        for k in range(np.uint64(m)):
+                            _store(
+                                o,
+                                uo + k * uso,
+                                value(_load(g, ug + k * usg), _load(x, ux + k * usx), _load(t, ut + k * ust), cof),
+                            )
+                    pos += m
+                    idx[last] += m
+                    og += m * sg
+                    ox += m * sx
+                    ot += m * st
+                    oo += m * so
+                    d = last
+                    while d > 0 and idx[d] == shape[d]:  # carry into the next outer dim
+                        og -= shape[d] * strides[0, d]
+                        ox -= shape[d] * strides[1, d]
+                        ot -= shape[d] * strides[2, d]
+                        oo -= shape[d] * strides[3, d]
+                        idx[d] = 0
+                        d -= 1
+                        idx[d] += 1
+                        og += strides[0, d]
+                        ox += strides[1, d]
+                        ot += strides[2, d]
+                        oo += strides[3, d]
+
+        return strided
 
     def transposed_walk(tile_bytes: int, row: int) -> Callable[..., None]:
         """The transposed walk with tiles of ``tile_bytes`` of out and register rows ``row``
@@ -1377,8 +1408,9 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
         for tile in TRANSPOSED_TILES
         for row in TRANSPOSE_ROWS
     }
+    runs = {run: both(strided_walk(run)) for run in StridedRun}
     return CpuKernels(
-        both(contiguous(False)), both(contiguous(True)), both(strided), walks, both(reduce), walks_in, walks_deferred
+        both(contiguous(False)), both(contiguous(True)), runs, walks, both(reduce), walks_in, walks_deferred
     )
 
 

@@ -246,12 +246,32 @@ def test_a_transposed_entry_frozen_before_transpose_row_restamps_against_the_tre
     assert json.loads(path.read_text())["entries"][0]["kernel_hash"] == frozen.kernel_hash("cpu", "mse")
 
 
+# The last commit with one strided walk for every kind of innermost run (before cpu_loops.StridedRun).
+BEFORE_RUNS = "1a083f018757fb24f5bb0e93bedb1f8e8312fb81"
+
+
+def test_a_broadcast_entry_frozen_before_the_strided_builds_stays_stale(tmp_path: Path) -> None:
+    """That revision's strided walk held all three run loops in one function; today's build for
+    the run kind compiles to other IR (the point of the split), so the entry is left to re-tune."""
+    old = git_sources(BEFORE_RUNS)
+    if old is None:
+        pytest.skip(f"no git history with {BEFORE_RUNS[:7]}")
+    walk = Tiling(tile=4096, cores=2, variant=Variant.STRIDED)
+    entry = _mse_entry(CONFIG, old.kernel_hash("mse")) | {"layout": "strided", "config": walk.to_dict()}
+    path = _table(tmp_path, [entry])
+    (outcome,) = restamp_table(path, storage=str(tmp_path / "j.log"), find_sources=lambda op, h, c: old)
+    assert outcome.verdict is Verdict.CHANGED, outcome.detail
+    assert json.loads(path.read_text())["entries"][0]["kernel_hash"] == old.kernel_hash("mse")
+
+
 def test_plumbing_without_compiling_old_walks_keyed_by_tile_are_launched_as_tile_and_row_zero() -> None:
-    """Plumbing only: a stand-in module whose make_cpu_kernels returns walks keyed by tile."""
+    """Plumbing only: a stand-in module whose make_cpu_kernels returns walks keyed by tile and one
+    strided walk."""
     import types as pytypes
 
+    pair = ("serial", "parallel")
+
     def old_make(value: object, compute_bound: bool = False) -> cpu_loops.CpuKernels:
-        pair = ("serial", "parallel")
         # Today's class holds the inputs-first and deferred walks too; an old revision's own class has neither.
         walks = {4096: ("w", "W"), 16384: ("v", "V")}
         return cpu_loops.CpuKernels(pair, pair, pair, walks, pair, {}, {})  # type: ignore[arg-type]
@@ -259,7 +279,9 @@ def test_plumbing_without_compiling_old_walks_keyed_by_tile_are_launched_as_tile
     old = pytypes.ModuleType("old_loops")
     old.make_cpu_kernels = old_make  # type: ignore[attr-defined]
     today = as_launched_today(old)
-    assert today.make_cpu_kernels(None).transposed == {(4096, 0): ("w", "W"), (16384, 0): ("v", "V")}
+    launched = today.make_cpu_kernels(None)
+    assert launched.transposed == {(4096, 0): ("w", "W"), (16384, 0): ("v", "V")}
+    assert launched.strided == dict.fromkeys(cpu_loops.StridedRun, pair)  # one walk for every kind of run
     assert today.TRANSPOSE_ROWS == (0,) and old.make_cpu_kernels is old_make  # a copy: old is as it was
     assert as_launched_today(today) is today and as_launched_today(cpu_loops) is cpu_loops
     assert set(cpu_loops.make_cpu_kernels(lambda g, x, t, c: g).transposed) == {

@@ -1,6 +1,6 @@
-"""The probes' shared pieces: a row's contiguous and transposed cases, the printout of each run's
-median and its per-round ratios over the first run (or over a named run, as a markdown table), and
-the build of a probe's C source into a shared library."""
+"""The probes' shared pieces: every row's contiguous case, a row's contiguous and transposed cases,
+the printout of each run's median and its per-round ratios over the first run (or over a named
+run, as a markdown table), and the build of a probe's C source into a shared library."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import dataclasses
 import pathlib
 import statistics
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
@@ -17,6 +17,15 @@ from kernels import timing
 from kernels.executor import Executor
 from kernels.modes import Op, Reduction
 from tuner.problems import Case, InputLayout
+
+
+def every_case(n: int) -> Iterator[Case]:
+    """The contiguous case at n elements of every op (KL log_target both ways) x dtype x gradient
+    kind (none: full, mean: 0-d), in the reports' order."""
+    for op, log in ((Op.MSE, False), (Op.L1, False), (Op.KL_DIV, False), (Op.KL_DIV, True)):
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            for reduction in (Reduction.NONE, Reduction.MEAN):
+                yield Case(op, dtype, (n,), reduction, log_target=log)
 
 
 def row_cases(spec: str, n: int) -> tuple[Executor, Case, torch.dtype, tuple[torch.Tensor, ...]]:

@@ -22,14 +22,12 @@ import sys
 
 import numpy as np
 import torch
-from _rounds import print_ratios
+from _rounds import print_ratios, row_cases
 from numba import njit, prange
 
 from kernels import backends
 from kernels.backends import cpu_loops as loops
 from kernels.backends.cpu import TAGS, _walk_arrays
-from kernels.modes import Op, Reduction
-from tuner.problems import Case, InputLayout
 
 BOTH, TRANSPOSES, FORMULA = 3, 1, 2  # which passes run
 
@@ -111,14 +109,7 @@ def main() -> None:
     be = backends.get("cpu")
     n, rounds, split = 1 << int(sys.argv[1]), int(sys.argv[2]), "--split" in sys.argv
     for spec in sys.argv[3].split(","):
-        op, dt, red = spec.split(":")
-        log, dtype, reduction = op.endswith("-log"), getattr(torch, dt), Reduction[red.upper()]
-        op_ = Op(op.removesuffix("-log"))
-        plain = Case(op_, dtype, (n,), reduction, log_target=log)
-        g, x, t = plain.inputs("cpu")
-        contiguous = plain.phase_one(g, x, t, plain.out_like(x), "cpu")
-        case = dataclasses.replace(plain, layout=InputLayout.TRANSPOSED)
-        tg, tx, tt = case.inputs("cpu")
+        contiguous, case, _, (tg, tx, tt) = row_cases(spec, n)
         ex = case.phase_one(tg, tx, tt, case.out_like(tx), "cpu")
         runs, names = [lambda _, e=contiguous: be.launch(e)], [f"contiguous {contiguous.config.short()}"]
         for stream, row in itertools.product((False, True), loops.TRANSPOSE_ROWS):

@@ -16,50 +16,44 @@ from __future__ import annotations
 import sys
 
 import torch
-from _rounds import print_ratios
+from _rounds import every_case, print_ratios
 
 from kernels import backends
-from kernels.modes import Op, Reduction
-from tuner.problems import Case
 
 
 def main() -> None:
     be = backends.get("cpu")
     n, rounds = 1 << int(sys.argv[1]), int(sys.argv[2])
-    for op, log in ((Op.MSE, False), (Op.L1, False), (Op.KL_DIV, False), (Op.KL_DIV, True)):
-        for dtype in (torch.float32, torch.float16, torch.bfloat16):
-            for red in (Reduction.NONE, Reduction.MEAN):
-                case = Case(op, dtype, (n,), red, log_target=log)
-                g, x, t = case.inputs("cpu")
-                flat = case.phase_one(g, x, t, case.out_like(x), "cpu")
+    for case in every_case(n):
+        dtype = case.dtype
+        g, x, t = case.inputs("cpu")
+        flat = case.phase_one(g, x, t, case.out_like(x), "cpu")
 
-                # The same values in the same memory, seen as (64, n/64) transposed views.
-                tv = [v.reshape(n // 64, 64).t() if v.dim() else v for v in (g, x, t)]
-                out = torch.empty(n // 64, 64, dtype=dtype).t()
-                shared = case.phase_one(*tv, out, "cpu")
-                walk = {"variant": "strided", "tile": 4096, "cores": shared.space.default.cores}
-                strided = case.phase_one(*tv, torch.empty_like(out), "cpu", config=walk)
-                vendor = case.baseline()
-                for e in (flat, shared, strided):
-                    be.launch(e)
-                bits = torch.int16 if dtype.itemsize == 2 else torch.int32
-                assert torch.equal(shared.out.contiguous().view(bits), strided.out.contiguous().view(bits))
-                assert torch.equal(
-                    shared.out.t().reshape(n).view(bits), flat.out.view(bits)
-                )  # memory order = flat order
-                names = [
-                    f"contiguous {flat.config.short()}",
-                    f"shared layout {shared.config.short()}",
-                    f"strided walk {strided.config.short()}",
-                    "torch eager, shared layout",
-                ]
-                runs = [
-                    lambda _, e=flat: be.launch(e),
-                    lambda _, e=shared: be.launch(e),
-                    lambda _, e=strided: be.launch(e),
-                    lambda _, tv=tv, f=vendor: f(*tv),
-                ]
-                print_ratios(case.label() + f" ({shared.geometry.layout.value})", names, runs, rounds)
+        # The same values in the same memory, seen as (64, n/64) transposed views.
+        tv = [v.reshape(n // 64, 64).t() if v.dim() else v for v in (g, x, t)]
+        out = torch.empty(n // 64, 64, dtype=dtype).t()
+        shared = case.phase_one(*tv, out, "cpu")
+        walk = {"variant": "strided", "tile": 4096, "cores": shared.space.default.cores}
+        strided = case.phase_one(*tv, torch.empty_like(out), "cpu", config=walk)
+        vendor = case.baseline()
+        for e in (flat, shared, strided):
+            be.launch(e)
+        bits = torch.int16 if dtype.itemsize == 2 else torch.int32
+        assert torch.equal(shared.out.contiguous().view(bits), strided.out.contiguous().view(bits))
+        assert torch.equal(shared.out.t().reshape(n).view(bits), flat.out.view(bits))  # memory order = flat order
+        names = [
+            f"contiguous {flat.config.short()}",
+            f"shared layout {shared.config.short()}",
+            f"strided walk {strided.config.short()}",
+            "torch eager, shared layout",
+        ]
+        runs = [
+            lambda _, e=flat: be.launch(e),
+            lambda _, e=shared: be.launch(e),
+            lambda _, e=strided: be.launch(e),
+            lambda _, tv=tv, f=vendor: f(*tv),
+        ]
+        print_ratios(case.label() + f" ({shared.geometry.layout.value})", names, runs, rounds)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import dataclasses
 import sys
 
 import torch
-from _rounds import print_ratios
+from _rounds import every_case, print_ratios
 
 from kernels import backends
 from kernels.backends.cpu import CpuBackend
@@ -59,36 +59,34 @@ def main() -> None:
     if sys.argv[3:] == ["short"]:
         short_runs(n, rounds, old, new)
         return
-    for op, log in ((Op.MSE, False), (Op.L1, False), (Op.KL_DIV, False), (Op.KL_DIV, True)):
-        for dtype in (torch.float32, torch.float16, torch.bfloat16):
-            for red in (Reduction.NONE, Reduction.MEAN):
-                case = Case(op, dtype, (n,), red, log_target=log)
-                g, x, t = case.inputs("cpu")
-                flat = case.phase_one(g, x, t, case.out_like(x), "cpu")
-                bcast_case = dataclasses.replace(case, layout=InputLayout.BROADCAST)
-                bg, bx, bt = bcast_case.inputs("cpu")
-                bcast = bcast_case.phase_one(bg, bx, bt, bcast_case.out_like(bx), "cpu")
-                tv = [v.reshape(n // 64, 64).t() if v.dim() else v for v in (g, x, t)]
-                out = torch.empty(n // 64, 64, dtype=dtype).t()
-                walk = {"variant": "strided", "tile": 4096, "cores": bcast.config.cores}
-                one_d = case.phase_one(*tv, out, "cpu", config=walk)
-                new.launch(flat)
-                bits = torch.int16 if dtype.itemsize == 2 else torch.int32
-                for ex in (bcast, one_d):
-                    new.launch(ex)
-                    mine = ex.out.clone()
-                    old.launch(ex)
-                    assert torch.equal(mine.view(bits), ex.out.view(bits)), case.label()
-                names = [
-                    f"contiguous {flat.config.short()}",
-                    f"broadcast {bcast.config.short()}, one build ({OLD})",
-                    "broadcast, a build per run kind",
-                    f"1-d strided walk {one_d.config.short()}, one build ({OLD})",
-                    "1-d strided walk, a build per run kind",
-                ]
-                pairs = ((new, flat), (old, bcast), (new, bcast), (old, one_d), (new, one_d))
-                runs = [lambda _, b=b, e=e: b.launch(e) for b, e in pairs]
-                print_ratios(case.label(), names, runs, rounds)
+    for case in every_case(n):
+        dtype = case.dtype
+        g, x, t = case.inputs("cpu")
+        flat = case.phase_one(g, x, t, case.out_like(x), "cpu")
+        bcast_case = dataclasses.replace(case, layout=InputLayout.BROADCAST)
+        bg, bx, bt = bcast_case.inputs("cpu")
+        bcast = bcast_case.phase_one(bg, bx, bt, bcast_case.out_like(bx), "cpu")
+        tv = [v.reshape(n // 64, 64).t() if v.dim() else v for v in (g, x, t)]
+        out = torch.empty(n // 64, 64, dtype=dtype).t()
+        walk = {"variant": "strided", "tile": 4096, "cores": bcast.config.cores}
+        one_d = case.phase_one(*tv, out, "cpu", config=walk)
+        new.launch(flat)
+        bits = torch.int16 if dtype.itemsize == 2 else torch.int32
+        for ex in (bcast, one_d):
+            new.launch(ex)
+            mine = ex.out.clone()
+            old.launch(ex)
+            assert torch.equal(mine.view(bits), ex.out.view(bits)), case.label()
+        names = [
+            f"contiguous {flat.config.short()}",
+            f"broadcast {bcast.config.short()}, one build ({OLD})",
+            "broadcast, a build per run kind",
+            f"1-d strided walk {one_d.config.short()}, one build ({OLD})",
+            "1-d strided walk, a build per run kind",
+        ]
+        pairs = ((new, flat), (old, bcast), (new, bcast), (old, one_d), (new, one_d))
+        runs = [lambda _, b=b, e=e: b.launch(e) for b, e in pairs]
+        print_ratios(case.label(), names, runs, rounds)
 
 
 if __name__ == "__main__":

@@ -299,9 +299,11 @@ def as_launched_today(loops: ModuleType) -> ModuleType:
     Before Tiling.transpose_row (and cpu_loops.TRANSPOSE_ROWS) the transposed walks were keyed by
     tile alone: they are the walks of the host's own rows, (tile, 0) now. Before
     cpu_loops.StridedRun one strided walk served every kind of innermost run: it is each kind's
-    now. A module of today's shape is returned as it is; an old one is copied, never changed."""
-    rows, runs = hasattr(loops, "TRANSPOSE_ROWS"), hasattr(loops, "StridedRun")
-    if rows and runs:
+    now. Before cpu_loops.transposed_run the deferred transposed walks were keyed by (tile, row):
+    each served every kind of pass (a)'s runs. A module of today's shape is returned as it is; an
+    old one is copied, never changed."""
+    rows, runs, kinds = hasattr(loops, "TRANSPOSE_ROWS"), hasattr(loops, "StridedRun"), hasattr(loops, "transposed_run")
+    if rows and runs and kinds:
         return loops
     make = loops.make_cpu_kernels
 
@@ -312,6 +314,10 @@ def as_launched_today(loops: ModuleType) -> ModuleType:
             changes["transposed"] = {(tile, 0): walk for tile, walk in kernels.transposed.items()}
         if not runs:
             changes["strided"] = dict.fromkeys(cpu_loops.StridedRun, kernels.strided)
+        if not kinds and hasattr(kernels, "transposed_deferred"):
+            changes["transposed_deferred"] = {
+                (*key, kind): walk for key, walk in kernels.transposed_deferred.items() for kind in cpu_loops.StridedRun
+            }
         return dataclasses.replace(kernels, **changes)
 
     today = ModuleType(loops.__name__)
@@ -321,6 +327,8 @@ def as_launched_today(loops: ModuleType) -> ModuleType:
         today.TRANSPOSE_ROWS = (0,)  # type: ignore[attr-defined]
     if not runs:
         today.StridedRun = cpu_loops.StridedRun  # type: ignore[attr-defined]
+    if not kinds:
+        today.transposed_run = cpu_loops.transposed_run  # type: ignore[attr-defined]
     return today
 
 

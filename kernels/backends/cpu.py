@@ -56,6 +56,12 @@ def _strided_run(geo: Geometry, x_axis: int) -> cpu_loops.StridedRun:
     return cpu_loops.strided_run(_walk_arrays(geo, x_axis)[2])
 
 
+@lru_cache(maxsize=256)
+def _transposed_run(geo: Geometry, x_axis: int) -> cpu_loops.StridedRun:
+    """The build of the deferred transposed walk's pass (a) for this geometry (cpu_loops.transposed_run)."""
+    return cpu_loops.transposed_run(_walk_arrays(geo, x_axis)[2])
+
+
 # The table walk (cpu_loops.TABLE_WALK) trades the formula's arithmetic for one gather per element,
 # after 2^16 evaluations that build the table (83-117 us measured on the 2-thread host): offered to
 # the formulas whose arithmetic bounds them (KL log_target's exp) from 64 tables' worth of elements
@@ -253,11 +259,11 @@ class CpuBackend:
             if geo.layout is Layout.TRANSPOSED:
                 # The inputs own the inner dim, out the outer one: the tiled walk that transposes
                 # through a buffer of its tile (cpu_loops.transposed).
-                if cfg.transpose_in:
-                    walks = kernels.transposed_in
+                if cfg.defer_out:
+                    walk = kernels.transposed_deferred[cfg.tile, cfg.transpose_row, _transposed_run(geo, x_axis)][pick]
                 else:
-                    walks = kernels.transposed_deferred if cfg.defer_out else kernels.transposed
-                walk = walks[cfg.tile, cfg.transpose_row][pick]
+                    walks = kernels.transposed_in if cfg.transpose_in else kernels.transposed
+                    walk = walks[cfg.tile, cfg.transpose_row][pick]
                 walk(*walk_args, cfg.stream and _line_aligned(o, geo.strides[3][1]))
             else:
                 kernels.strided[_strided_run(geo, x_axis)][pick](*walk_args)

@@ -945,6 +945,14 @@ def strided_run(strides: np.ndarray) -> StridedRun:
     return StridedRun.ANY
 
 
+def transposed_run(strides: np.ndarray) -> StridedRun:
+    """The kind of the runs a transposed geometry's pass (a) takes along dim 1 (strides as in
+    strided_run, 2-d): out's stride does not count, as pass (a) writes an L1 buffer, not out."""
+    unit_out = strides.copy()
+    unit_out[3, -1] = 1
+    return strided_run(unit_out)
+
+
 @dataclass(frozen=True)
 class CpuKernels:
     """The compiled loops of one formula; ``serial`` for one core (no thread pool), ``parallel`` otherwise."""
@@ -958,8 +966,9 @@ class CpuKernels:
     reduce: tuple[Callable[..., None], Callable[..., None]]
     # the transposed walk in its inputs-first order (Tiling.transpose_in), keyed as transposed
     transposed_in: dict[tuple[int, int], tuple[Callable[..., None], Callable[..., None]]]
-    # the transposed walk with out's stores deferred into the next tile's pass (a) (Tiling.defer_out)
-    transposed_deferred: dict[tuple[int, int], tuple[Callable[..., None], Callable[..., None]]]
+    # the transposed walk with out's stores deferred into the next tile's pass (a) (Tiling.defer_out),
+    # by (tile, transpose_row, the kind of pass (a)'s runs: transposed_run)
+    transposed_deferred: dict[tuple[int, int, StridedRun], tuple[Callable[..., None], Callable[..., None]]]
 
 
 def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False) -> CpuKernels:
@@ -1268,7 +1277,30 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                     gi, xi, ti = _load(g, rg + c * sg1), _load(x, rx + c * sx1), _load(t, rt + c * st1)
                     _store(buf, rr + c, value(gi, xi, ti, cof))
 
-    def transposed_deferred_walk(tile_bytes: int, row: int) -> Callable[..., None]:
+    def kind_rows(kind: StridedRun) -> Callable[..., None]:
+        """formula_rows for runs of one kind (transposed_run), a compile-time constant: the same
+        loops, and the same arguments (``unit`` unread), each build holding one of them."""
+        scalar_g, unit_run = kind is StridedRun.SCALAR_G, kind is not StridedRun.ANY
+
+        @njit(inline="always")
+        def rows(g, x, t, buf, ug, ux, ut, rb, sg0, sx0, st0, sg1, sx1, st1, runs, run, nc, unit, cof):
+            for r in range(runs):
+                rg, rx, rt, rr = ug + r * sg0, ux + r * sx0, ut + r * st0, rb + r * nc
+                if scalar_g:
+                    g0 = _load(g, rg)
+                    for c in range(run):
+                        _store(buf, rr + c, value(g0, _load(x, rx + c), _load(t, rt + c), cof))
+                elif unit_run:
+                    for c in range(run):
+                        _store(buf, rr + c, value(_load(g, rg + c), _load(x, rx + c), _load(t, rt + c), cof))
+                else:
+                    for c in range(run):
+                        gi, xi, ti = _load(g, rg + c * sg1), _load(x, rx + c * sx1), _load(t, rt + c * st1)
+                        _store(buf, rr + c, value(gi, xi, ti, cof))
+
+        return rows
+
+    def transposed_deferred_walk(tile_bytes: int, row: int, kind: StridedRun | None) -> Callable[..., None]:
         """The transposed walk with out's stores deferred (Tiling.defer_out): pass (b) transposes
         the tile into a second L1 buffer in out's order, and its out rows are stored during the
         next tile's pass (a), one row after each of that pass's nc runs of nr elements. The
@@ -1276,9 +1308,17 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
         conversions; from the formula's vectorised loop they hide behind its conversions, as the
         contiguous loop's own stores do (results/performance.md, section 43). Same tiles, blocks
         and ragged edges as ``transposed``, bitwise the same result; a tile that is not whole, or
-        follows one that is not, is stored before the next pass (a) starts."""
+        follows one that is not, is stored before the next pass (a) starts.
+        ``kind``: the kind of pass (a)'s runs (transposed_run) this build takes alone, or None for a
+        build that takes every kind and picks per run."""
         block, _, pair, _ = _TRANSPOSES[row]
         row_bytes = _row_bytes(row)
+        # With the three kinds of run in one function LLVM reloaded the exp's constants on every
+        # vector of pass (a), as in the strided walk (results/performance.md, sections 49 and 50).
+        # The general build (ANY) checks the gradient's stride at run time, as the one build does,
+        # so that it stays valid for every geometry.
+        pass_a = formula_rows if kind is None else kind_rows(kind)
+        any_g, scalar_g = kind in (None, StridedRun.ANY), kind is StridedRun.SCALAR_G
 
         def transposed_deferred(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks, stream):
             # shape, strides and tiles as in transposed.
@@ -1314,7 +1354,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                         g0 = _load(g, ug)
                         for j in range(tc):
                             at = j * tr
-                            if sg1 == 0:
+                            if scalar_g or (any_g and sg1 == 0):
                                 for c in range(tr):
                                     _store(buf, at + c, value(g0, _load(x, ux + at + c), _load(t, ut + at + c), cof))
                             else:
@@ -1331,9 +1371,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                     else:
                         _rows_out(held, zero, hnc, hnr, o, hstart, so1, stream)
                         runs, run = (one, nr * nc) if dense else (nr, nc)
-                        formula_rows(
-                            g, x, t, buf, ug, ux, ut, zero, sg0, sx0, st0, sg1, sx1, st1, runs, run, nc, unit, cof
-                        )
+                        pass_a(g, x, t, buf, ug, ux, ut, zero, sg0, sx0, st0, sg1, sx1, st1, runs, run, nc, unit, cof)
                     # (b): the tile into held through registers, column c's nr rows at c * nr.
                     side = np.uint64(row_bytes // o.itemsize)  # _block(itemsize, row_bytes)
                     nr_whole, nc_whole = nr // side * side, nc // side * side
@@ -1403,10 +1441,21 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
     walks_in = {
         (tile, row): both(transposed_in_walk(tile * 4, row)) for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS
     }
+
+    # Only the compute-bound formulas' deferred walks are built per kind of run: the others never
+    # waited on the reloaded constants (their walks moved within spread, section 49), and one build
+    # of each keeps their compiled loops, and so the tuned tables' entries, as they were.
+    def deferred(
+        tile: int, row: int
+    ) -> dict[tuple[int, int, StridedRun], tuple[Callable[..., None], Callable[..., None]]]:
+        if compute_bound:
+            return {(tile, row, kind): both(transposed_deferred_walk(tile * 4, row, kind)) for kind in StridedRun}
+        return dict.fromkeys(
+            ((tile, row, kind) for kind in StridedRun), both(transposed_deferred_walk(tile * 4, row, None))
+        )
+
     walks_deferred = {
-        (tile, row): both(transposed_deferred_walk(tile * 4, row))
-        for tile in TRANSPOSED_TILES
-        for row in TRANSPOSE_ROWS
+        key: fns for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS for key, fns in deferred(tile, row).items()
     }
     runs = {run: both(strided_walk(run)) for run in StridedRun}
     return CpuKernels(

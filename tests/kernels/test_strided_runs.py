@@ -1,7 +1,9 @@
 """The CPU strided walk's builds (cpu_loops.StridedRun): one compiled walk per kind of innermost run
 (a 0-d gradient over unit-stride operands, all unit-stride, any strides), picked per geometry by
 cpu_loops.strided_run. The builds only regroup the loops each walk had, so each must give bitwise
-what the general one (ANY, valid for every geometry) gives, and the contiguous copies' bits."""
+what the general one (ANY, valid for every geometry) gives, and the contiguous copies' bits. The
+same for the deferred transposed walk of a compute-bound formula (KL log_target), built per kind of
+its pass (a)'s runs (cpu_loops.transposed_run); the other formulas keep one build of it."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from kernels import dispatch
 from kernels.backends import cpu, cpu_loops
 from kernels.backends.cpu_loops import StridedRun
 from kernels.modes import Layout
-from kernels.ops import mse
+from kernels.ops import kl_div, mse
 from kernels.plan import elementwise_geometry
 from tests.helpers import as_bits
 
@@ -98,3 +100,90 @@ def test_every_build_is_compiled_on_its_own() -> None:
     builds = cpu.BACKEND.kernels(mse.FORMULA).strided
     assert set(builds) == set(StridedRun)
     assert len({id(fn) for pair in builds.values() for fn in pair}) == 2 * len(StridedRun)
+
+
+def _transposed_run(g: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> StridedRun:
+    rows, cols = x.shape
+    geo = elementwise_geometry(g, x, t, torch.empty(cols, rows).t(), (rows, cols))
+    assert geo.layout is Layout.TRANSPOSED
+    return cpu_loops.transposed_run(np.array(geo.strides, np.int64))
+
+
+def _transposed_operands(
+    kind: StridedRun, dtype: torch.dtype, rows: int = 192, cols: int = 136
+) -> tuple[torch.Tensor, ...]:
+    """Inputs (rows, cols) row-major, out column-major (a transposed problem), pass (a)'s runs of ``kind``."""
+    gen = torch.Generator().manual_seed(11)
+
+    def rand(*shape: int) -> torch.Tensor:
+        return (torch.rand(shape, generator=gen) * 4 - 2).to(dtype)
+
+    x, t = rand(rows, cols), rand(rows, cols).abs()
+    if kind is StridedRun.SCALAR_G:
+        return rand(), x, t, "mean"
+    if kind is StridedRun.UNIT:
+        return rand(rows, cols), x, t, "none"
+    wide = rand(rows, 2 * cols)[:, ::2]  # the inputs at stride 2 along the runs
+    return rand(rows, cols), wide, wide.abs(), "none"
+
+
+@pytest.mark.parametrize("kind", list(StridedRun), ids=str)
+def test_each_transposed_geometry_takes_the_build_of_its_pass_a_runs(kind: StridedRun) -> None:
+    """Out's stride (the outer dim's) does not count: pass (a) writes a buffer, not out."""
+    g, x, t, _ = _transposed_operands(kind, torch.float32)
+    assert _transposed_run(g, x, t) is kind
+
+
+def test_a_row_of_gradients_over_transposed_inputs_takes_the_unit_build() -> None:
+    """A (cols,) gradient is stride 0 across rows and 1 along the runs: a unit run, not a 0-d one."""
+    x = torch.randn(64, 96)
+    assert _transposed_run(torch.randn(96), x, x) is StridedRun.UNIT
+
+
+def test_only_the_compute_bound_formulas_deferred_walk_is_built_per_kind() -> None:
+    """KL log_target's walks are one function per kind (their exp loops keep their constants in
+    registers); mse's is one function for every kind, its compiled loops as they were."""
+    for formula, builds in ((kl_div.FORMULA_LOG, len(StridedRun)), (mse.FORMULA, 1)):
+        walks = cpu.BACKEND.kernels(formula).transposed_deferred
+        for tile in cpu_loops.TRANSPOSED_TILES:
+            for row in cpu_loops.TRANSPOSE_ROWS:
+                fns = {id(fn) for kind in StridedRun for fn in walks[tile, row, kind]}
+                assert len(fns) == 2 * builds, (formula.name, tile, row)
+
+
+# (192, 136): tiles of 128 rows by 64 columns, ragged at both edges; (424, 64): runs as long as a
+# tile (the tile is one run), whole tiles in sequence, the last ragged (the whole-tile fast path).
+@pytest.mark.parametrize("shape", [(192, 136), (424, 64)], ids=str)
+@pytest.mark.parametrize("kind", list(StridedRun), ids=str)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("cores", [1, 2])
+def test_each_deferred_build_gives_the_general_builds_and_the_contiguous_bits(
+    shape: tuple[int, int], kind: StridedRun, dtype: torch.dtype, cores: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KL log_target's deferred walk (offered here whatever the host: the walk runs on any x86;
+    cpu_loops.DEFERRED only says where it pays) with the build for its runs, then with the general
+    build forced onto the same geometry, then the contiguous call."""
+    g, x, t, red = _transposed_operands(kind, dtype, *shape)
+    rows, cols = x.shape
+    monkeypatch.setattr(cpu_loops, "DEFERRED", True)
+    config = {
+        "variant": "strided",
+        "tile": 4096,
+        "cores": cores,
+        "defer_out": True,
+        "transpose_row": cpu_loops.TRANSPOSE_ROWS[-1],
+    }
+
+    def call() -> torch.Tensor:
+        dispatch.clear_plans()
+        out = torch.empty(cols, rows, dtype=dtype).t()
+        return CALLS["kl_div-log"](g, x, t, red, backend="cpu", config=config, out=out)
+
+    picked = call()
+    monkeypatch.setattr(cpu, "_transposed_run", lambda geo, x_axis: StridedRun.ANY)
+    general = call()
+    monkeypatch.undo()
+    dispatch.clear_plans()
+    dense = CALLS["kl_div-log"](g.contiguous(), x.contiguous(), t.contiguous(), red, backend="cpu")
+    assert torch.equal(as_bits(picked), as_bits(general))
+    assert torch.equal(as_bits(picked), as_bits(dense))

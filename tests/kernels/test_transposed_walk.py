@@ -501,6 +501,7 @@ check("float32 target, float16 out", "kl_div", torch.tensor(2.0).half(), x16, t3
 check("float32 target, float16 out", "kl_div-log", torch.tensor(0.5).half(), x16, t32)
 strided = torch.randn(320, 520, generator=gen).to(torch.bfloat16)[:, ::2].t()
 check("stride 2", "l1", torch.tensor(1.5).to(torch.bfloat16), strided, strided.clone())
+check("stride 2", "kl_div-log", torch.tensor(1.5).to(torch.bfloat16), strided, strided.clone())
 print(bad)
 """
 

@@ -265,8 +265,8 @@ def test_a_broadcast_entry_frozen_before_the_strided_builds_stays_stale(tmp_path
 
 
 def test_plumbing_without_compiling_old_walks_keyed_by_tile_are_launched_as_tile_and_row_zero() -> None:
-    """Plumbing only: a stand-in module whose make_cpu_kernels returns walks keyed by tile and one
-    strided walk."""
+    """Plumbing only: a stand-in module whose make_cpu_kernels returns walks keyed by tile, one
+    strided walk and deferred walks keyed by (tile, row)."""
     import types as pytypes
 
     pair = ("serial", "parallel")
@@ -274,7 +274,8 @@ def test_plumbing_without_compiling_old_walks_keyed_by_tile_are_launched_as_tile
     def old_make(value: object, compute_bound: bool = False) -> cpu_loops.CpuKernels:
         # Today's class holds the inputs-first and deferred walks too; an old revision's own class has neither.
         walks = {4096: ("w", "W"), 16384: ("v", "V")}
-        return cpu_loops.CpuKernels(pair, pair, pair, walks, pair, {}, {})  # type: ignore[arg-type]
+        deferred = {(4096, 1): ("d", "D")}
+        return cpu_loops.CpuKernels(pair, pair, pair, walks, pair, {}, deferred)  # type: ignore[arg-type]
 
     old = pytypes.ModuleType("old_loops")
     old.make_cpu_kernels = old_make  # type: ignore[attr-defined]
@@ -282,10 +283,18 @@ def test_plumbing_without_compiling_old_walks_keyed_by_tile_are_launched_as_tile
     launched = today.make_cpu_kernels(None)
     assert launched.transposed == {(4096, 0): ("w", "W"), (16384, 0): ("v", "V")}
     assert launched.strided == dict.fromkeys(cpu_loops.StridedRun, pair)  # one walk for every kind of run
+    # one deferred walk for every kind of pass (a)'s runs
+    assert launched.transposed_deferred == {(4096, 1, kind): ("d", "D") for kind in cpu_loops.StridedRun}
     assert today.TRANSPOSE_ROWS == (0,) and old.make_cpu_kernels is old_make  # a copy: old is as it was
     assert as_launched_today(today) is today and as_launched_today(cpu_loops) is cpu_loops
     assert set(cpu_loops.make_cpu_kernels(lambda g, x, t, c: g).transposed) == {
         (tile, row) for tile in cpu_loops.TRANSPOSED_TILES for row in cpu_loops.TRANSPOSE_ROWS
+    }
+    assert set(cpu_loops.make_cpu_kernels(lambda g, x, t, c: g).transposed_deferred) == {
+        (tile, row, kind)
+        for tile in cpu_loops.TRANSPOSED_TILES
+        for row in cpu_loops.TRANSPOSE_ROWS
+        for kind in cpu_loops.StridedRun
     }
 
 

@@ -1,6 +1,7 @@
 """The probes' shared pieces: every row's contiguous case, a row's contiguous and transposed cases,
-the printout of each run's median and its per-round ratios over the first run (or over a named
-run, as a markdown table), and the build of a probe's C source into a shared library."""
+an old revision's CPU backend, the printout of each run's median and its per-round ratios over the
+first run (or over a named run, as a markdown table), and the build of a probe's C source into a
+shared library."""
 
 from __future__ import annotations
 
@@ -14,9 +15,20 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 
 from kernels import timing
+from kernels.backends.cpu import CpuBackend
 from kernels.executor import Executor
 from kernels.modes import Op, Reduction
 from tuner.problems import Case, InputLayout
+from tuner.restamp import _load, as_launched_today, git_sources
+
+
+def backend_at(commit: str) -> CpuBackend:
+    """A CPU backend on the loops at ``commit`` (loaded from git beside today's, as tuner.restamp
+    does), shaped as today's launch calls them."""
+    sources = git_sources(commit)
+    assert sources is not None, f"no sources at {commit}"
+    print(f"# old loops: {commit}")
+    return CpuBackend(as_launched_today(_load("old_cpu_loops", sources.loops)))
 
 
 def every_case(n: int) -> Iterator[Case]:

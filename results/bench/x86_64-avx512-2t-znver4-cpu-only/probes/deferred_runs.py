@@ -23,23 +23,18 @@ import json
 import sys
 
 import torch
-from _rounds import print_ratios, row_cases
+from _rounds import backend_at, print_ratios, row_cases
 
 from kernels import backends
-from kernels.backends.cpu import CpuBackend
 from kernels.tiling import Tiling
-from tuner.restamp import _load, as_launched_today, git_sources
 
 OLD = "3023be7"  # the last commit with one deferred walk for every kind of run
 
 
 def main() -> None:
     n, rounds = 1 << int(sys.argv[1]), int(sys.argv[2])
-    sources = git_sources(OLD)
-    assert sources is not None, f"no sources at {OLD}"
-    old = CpuBackend(as_launched_today(_load("old_cpu_loops", sources.loops)))
+    old = backend_at(OLD)
     new = backends.get("cpu")
-    print(f"# old loops: {OLD}")
     for spec in sys.argv[3].split(","):
         contiguous, case, dtype, (tg, tx, tt) = row_cases(spec, n)
         table = case.phase_one(tg, tx, tt, case.out_like(tx), "cpu")

@@ -19,13 +19,12 @@ import dataclasses
 import sys
 
 import torch
-from _rounds import every_case, print_ratios
+from _rounds import backend_at, every_case, print_ratios
 
 from kernels import backends
 from kernels.backends.cpu import CpuBackend
 from kernels.modes import Op, Reduction
 from tuner.problems import Case, InputLayout
-from tuner.restamp import _load, as_launched_today, git_sources
 
 OLD = "1a083f0"  # the last commit with the one build
 
@@ -51,11 +50,8 @@ def short_runs(n: int, rounds: int, old: CpuBackend, new: CpuBackend) -> None:
 
 def main() -> None:
     n, rounds = 1 << int(sys.argv[1]), int(sys.argv[2])
-    sources = git_sources(OLD)
-    assert sources is not None, f"no sources at {OLD}"
-    old = CpuBackend(as_launched_today(_load("old_cpu_loops", sources.loops)))
+    old = backend_at(OLD)
     new = backends.get("cpu")
-    print(f"# old loops: {OLD}")
     if sys.argv[3:] == ["short"]:
         short_runs(n, rounds, old, new)
         return

@@ -51,15 +51,12 @@ def _walk_arrays(geo: Geometry, x_axis: int) -> tuple[np.ndarray, ...]:
 
 
 @lru_cache(maxsize=256)
-def _strided_run(geo: Geometry, x_axis: int) -> cpu_loops.StridedRun:
-    """The build of the strided walk for this geometry (cpu_loops.strided_run): per geometry."""
-    return cpu_loops.strided_run(_walk_arrays(geo, x_axis)[2])
-
-
-@lru_cache(maxsize=256)
-def _transposed_run(geo: Geometry, x_axis: int) -> cpu_loops.StridedRun:
-    """The build of the deferred transposed walk's pass (a) for this geometry (cpu_loops.transposed_run)."""
-    return cpu_loops.transposed_run(_walk_arrays(geo, x_axis)[2])
+def _run_kind(geo: Geometry, x_axis: int) -> cpu_loops.StridedRun:
+    """The kind of run this geometry's walk takes, which picks its build, once per geometry: the
+    deferred transposed walk's pass (a) (cpu_loops.transposed_run) or the strided walk's
+    (cpu_loops.strided_run)."""
+    kind_of = cpu_loops.transposed_run if geo.layout is Layout.TRANSPOSED else cpu_loops.strided_run
+    return kind_of(_walk_arrays(geo, x_axis)[2])
 
 
 # The table walk (cpu_loops.TABLE_WALK) trades the formula's arithmetic for one gather per element,
@@ -260,13 +257,13 @@ class CpuBackend:
                 # The inputs own the inner dim, out the outer one: the tiled walk that transposes
                 # through a buffer of its tile (cpu_loops.transposed).
                 if cfg.defer_out:
-                    walk = kernels.transposed_deferred[cfg.tile, cfg.transpose_row, _transposed_run(geo, x_axis)][pick]
+                    walk = kernels.transposed_deferred[cfg.tile, cfg.transpose_row, _run_kind(geo, x_axis)][pick]
                 else:
                     walks = kernels.transposed_in if cfg.transpose_in else kernels.transposed
                     walk = walks[cfg.tile, cfg.transpose_row][pick]
                 walk(*walk_args, cfg.stream and _line_aligned(o, geo.strides[3][1]))
             else:
-                kernels.strided[_strided_run(geo, x_axis)][pick](*walk_args)
+                kernels.strided[_run_kind(geo, x_axis)][pick](*walk_args)
             return
         kernels.reduce[pick](*operands, *_walk_arrays(geo, x_axis), geo.n_out, ex.cof, cfg.tile, cfg.cores)
 

@@ -86,7 +86,7 @@ def test_each_build_gives_the_general_builds_and_the_contiguous_bits(
     dispatch.clear_plans()
     picked = CALLS[op](g, x, t, red, backend="cpu", config=config)
     # The general build forced onto the same geometry: it indexes every operand by its stride.
-    monkeypatch.setattr(cpu, "_strided_run", lambda geo, x_axis: StridedRun.ANY)
+    monkeypatch.setattr(cpu, "_run_kind", lambda geo, x_axis: StridedRun.ANY)
     dispatch.clear_plans()
     general = CALLS[op](g, x, t, red, backend="cpu", config=config)
     monkeypatch.undo()
@@ -180,7 +180,7 @@ def test_each_deferred_build_gives_the_general_builds_and_the_contiguous_bits(
         return CALLS["kl_div-log"](g, x, t, red, backend="cpu", config=config, out=out)
 
     picked = call()
-    monkeypatch.setattr(cpu, "_transposed_run", lambda geo, x_axis: StridedRun.ANY)
+    monkeypatch.setattr(cpu, "_run_kind", lambda geo, x_axis: StridedRun.ANY)
     general = call()
     monkeypatch.undo()
     dispatch.clear_plans()

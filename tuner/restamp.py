@@ -300,10 +300,12 @@ def as_launched_today(loops: ModuleType) -> ModuleType:
     tile alone: they are the walks of the host's own rows, (tile, 0) now. Before
     cpu_loops.StridedRun one strided walk served every kind of innermost run: it is each kind's
     now. Before cpu_loops.transposed_run the deferred transposed walks were keyed by (tile, row):
-    each served every kind of pass (a)'s runs. A module of today's shape is returned as it is; an
-    old one is copied, never changed."""
+    each served every kind of pass (a)'s runs. Before cpu_loops.reduce_run one reduce walk served
+    every kind of lanes, and every geometry (there was no walk along the summed dims). A module of
+    today's shape is returned as it is; an old one is copied, never changed."""
     rows, runs, kinds = hasattr(loops, "TRANSPOSE_ROWS"), hasattr(loops, "StridedRun"), hasattr(loops, "transposed_run")
-    if rows and runs and kinds:
+    lanes = hasattr(loops, "reduce_run")
+    if rows and runs and kinds and lanes:
         return loops
     make = loops.make_cpu_kernels
 
@@ -318,7 +320,12 @@ def as_launched_today(loops: ModuleType) -> ModuleType:
             changes["transposed_deferred"] = {
                 (*key, kind): walk for key, walk in kernels.transposed_deferred.items() for kind in cpu_loops.StridedRun
             }
-        return dataclasses.replace(kernels, **changes)
+        if not lanes:
+            changes["reduce"] = dict.fromkeys(cpu_loops.StridedRun, kernels.reduce)
+            changes["reduce_along"] = dict.fromkeys((False, True), kernels.reduce)
+        # today's fields: one an old revision lacks stays None (a launch that needs it fails there)
+        fields = {f.name: getattr(kernels, f.name, None) for f in dataclasses.fields(cpu_loops.CpuKernels)}
+        return cpu_loops.CpuKernels(**{**fields, **changes})
 
     today = ModuleType(loops.__name__)
     vars(today).update(vars(loops))
@@ -329,6 +336,8 @@ def as_launched_today(loops: ModuleType) -> ModuleType:
         today.StridedRun = cpu_loops.StridedRun  # type: ignore[attr-defined]
     if not kinds:
         today.transposed_run = cpu_loops.transposed_run  # type: ignore[attr-defined]
+    if not lanes:
+        today.reduce_run = cpu_loops.reduce_run  # type: ignore[attr-defined]
     return today
 
 

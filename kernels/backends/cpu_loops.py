@@ -953,6 +953,31 @@ def transposed_run(strides: np.ndarray) -> StridedRun:
     return strided_run(unit_out)
 
 
+# The reduce walk along the summed dims: lanes per output, a constant that is the same on every host
+# so that the sum's order is the geometry's alone. 64 lanes are four independent Kahan chains of
+# 512-bit vectors (eight of 256-bit ones): 16 lanes, one chain, took 4-6x longer, waiting on its
+# adds (results/performance.md, section 51). Summing the lanes costs some 800 cycles per output,
+# so the walk takes only outputs of at least REDUCE_ALONG_SUM summed elements.
+REDUCE_LANES = 64
+REDUCE_ALONG_SUM = 2048
+
+
+def reduce_along(rshape: np.ndarray, rstrides: np.ndarray) -> bool:
+    """Whether a reduce geometry (the summed dims' shape and element strides, rows g, x, t) sums
+    along its innermost summed dim: a run of at least REDUCE_LANES elements at unit stride in
+    target, the gradient at unit stride or stride 0 along it, and REDUCE_ALONG_SUM elements or more
+    summed into each output."""
+    run_ok = int(rshape[-1]) >= REDUCE_LANES and int(rstrides[2, -1]) == 1 and int(rstrides[0, -1]) in (0, 1)
+    return run_ok and int(np.prod(rshape)) >= REDUCE_ALONG_SUM
+
+
+def reduce_run(strides: np.ndarray) -> StridedRun:
+    """The kind of the reduce walk's lanes along the innermost kept dim (strides as in strided_run,
+    the kept dims'): out's stride does not count, as the lanes sum into accumulators and out is
+    written once per output, after its sum."""
+    return transposed_run(strides)
+
+
 @dataclass(frozen=True)
 class CpuKernels:
     """The compiled loops of one formula; ``serial`` for one core (no thread pool), ``parallel`` otherwise."""
@@ -963,12 +988,15 @@ class CpuKernels:
     strided: dict[StridedRun, tuple[Callable[..., None], Callable[..., None]]]
     # by (tile, transpose_row): TRANSPOSED_TILES by TRANSPOSE_ROWS
     transposed: dict[tuple[int, int], tuple[Callable[..., None], Callable[..., None]]]
-    reduce: tuple[Callable[..., None], Callable[..., None]]
+    # by the kind of its lanes along the innermost kept dim (reduce_run)
+    reduce: dict[StridedRun, tuple[Callable[..., None], Callable[..., None]]]
     # the transposed walk in its inputs-first order (Tiling.transpose_in), keyed as transposed
     transposed_in: dict[tuple[int, int], tuple[Callable[..., None], Callable[..., None]]]
     # the transposed walk with out's stores deferred into the next tile's pass (a) (Tiling.defer_out),
     # by (tile, transpose_row, the kind of pass (a)'s runs: transposed_run)
     transposed_deferred: dict[tuple[int, int, StridedRun], tuple[Callable[..., None], Callable[..., None]]]
+    # the reduce walk along the summed dims (reduce_along), by whether the gradient is at stride 0 along them
+    reduce_along: dict[bool, tuple[Callable[..., None], Callable[..., None]]]
 
 
 def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False) -> CpuKernels:
@@ -1391,34 +1419,77 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
 
         return transposed_deferred
 
-    def reduce(pg, px, pt, po, tg, tx, tt, to, spans, kshape, kstrides, rshape, rstrides, n_out, cof64, tile, nblocks):
-        # Each output element sums its broadcast dims in ascending linear order, whatever the
-        # tiling: the result is bitwise the same for every config. Kahan keeps float32 accurate.
-        g, x, t = _view(pg, spans[0], tg), _view(px, spans[1], tx), _view(pt, spans[2], tt)
-        o = _view(po, spans[3], to)
-        cof = np.float32(cof64)
-        nk = kshape.shape[0]
-        nr = rshape.shape[0]
-        nred = 1
-        for d in range(nr):
-            nred *= rshape[d]
-        chunk = (n_out + nblocks - 1) // nblocks
-        for b in prange(nblocks):
-            vectors()
-            end = min(n_out, (b + 1) * chunk)
-            for s in range(b * chunk, end, tile):
-                for e in range(s, min(s + tile, end)):
+    def reduce_walk(kind: StridedRun) -> Callable[..., None]:
+        """The reduce walk for lanes of one kind (reduce_run), a compile-time constant as in
+        strided_walk: each build holds one of the three lane loops."""
+        scalar_g, unit_run = kind is StridedRun.SCALAR_G, kind is not StridedRun.ANY
+
+        def reduce(
+            pg, px, pt, po, tg, tx, tt, to, spans, kshape, kstrides, rshape, rstrides, n_out, cof64, tile, nblocks
+        ):
+            # Each output element sums its broadcast dims in ascending linear order, whatever the
+            # tiling: the result is bitwise the same for every config. Kahan keeps float32 accurate.
+            # The outputs go up to ``tile`` at a time, one run of the innermost kept dim, as lanes:
+            # the summed dims' loop outside, the lanes' loop inside, each lane its own accumulator.
+            # Every lane then takes the steps it took alone, in the same order (the same bits), but
+            # a step is a vector over independent sums. One output at a time, each Kahan step
+            # waited on the last one's four dependent adds, and every summed element paid the
+            # odometer's divisions: 19-51x the contiguous case's time at 2^22, slower than
+            # PyTorch's eager expression and sum (results/performance.md, section 51).
+            g, x, t = _view(pg, spans[0], tg), _view(px, spans[1], tx), _view(pt, spans[2], tt)
+            o = _view(po, spans[3], to)
+            cof = np.float32(cof64)
+            nk, nr = kshape.shape[0], rshape.shape[0]
+            last = nk - 1
+            nred = 1
+            for d in range(nr):
+                nred *= rshape[d]
+            usg, usx, ust = np.uint64(kstrides[0, last]), np.uint64(kstrides[1, last]), np.uint64(kstrides[2, last])
+            so = kstrides[3, last]
+            chunk = (n_out + nblocks - 1) // nblocks
+            for b in prange(nblocks):
+                vectors()
+                acc = np.empty(tile, np.float32)
+                comp = np.empty(tile, np.float32)
+                pos = b * chunk
+                end = min(n_out, pos + chunk)
+                while pos < end:
                     bg = bx = bt = bo = 0
-                    rem = e
-                    for d in range(nk - 1, -1, -1):
+                    rem = pos
+                    first = 0
+                    for d in range(last, -1, -1):
                         q = rem % kshape[d]
                         rem //= kshape[d]
+                        if d == last:
+                            first = q
                         bg += q * kstrides[0, d]
                         bx += q * kstrides[1, d]
                         bt += q * kstrides[2, d]
                         bo += q * kstrides[3, d]
-                    acc = np.float32(0.0)
-                    comp = np.float32(0.0)
+                    m = min(kshape[last] - first, end - pos, tile)
+                    if m == 1:  # one lane (a kept dim of one): its sum in registers, not in acc
+                        s1 = np.float32(0.0)
+                        c1 = np.float32(0.0)
+                        for r in range(nred):
+                            og, ox, ot = bg, bx, bt
+                            rem = r
+                            for d in range(nr - 1, -1, -1):
+                                q = rem % rshape[d]
+                                rem //= rshape[d]
+                                og += q * rstrides[0, d]
+                                ox += q * rstrides[1, d]
+                                ot += q * rstrides[2, d]
+                            y = value(_load(g, og), _load(x, ox), _load(t, ot), cof) - c1
+                            tot = np.float32(s1 + y)
+                            c1 = np.float32(np.float32(tot - s1) - y)
+                            s1 = tot
+                        _store(o, bo, s1)
+                        pos += 1
+                        continue
+                    um = np.uint64(m)
+                    for i in range(um):
+                        acc[i] = np.float32(0.0)
+                        comp[i] = np.float32(0.0)
                     for r in range(nred):
                         og, ox, ot = bg, bx, bt
                         rem = r
@@ -1428,11 +1499,116 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                             og += q * rstrides[0, d]
                             ox += q * rstrides[1, d]
                             ot += q * rstrides[2, d]
-                        y = value(_load(g, og), _load(x, ox), _load(t, ot), cof) - comp
-                        tot = np.float32(acc + y)
-                        comp = np.float32(np.float32(tot - acc) - y)
-                        acc = tot
-                    _store(o, bo, acc)
+                        # Unsigned offsets (strides here are never negative), as in the strided walk.
+                        ug, ux, ut = np.uint64(og), np.uint64(ox), np.uint64(ot)
+                        if scalar_g:
+                            g0 = _load(g, ug)
+                            for i in range(um):
+                                y = value(g0, _load(x, ux + i), _load(t, ut + i), cof) - comp[i]
+                                tot = np.float32(acc[i] + y)
+                                comp[i] = np.float32(np.float32(tot - acc[i]) - y)
+                                acc[i] = tot
+                        elif unit_run:
+                            for i in range(um):
+                                y = value(_load(g, ug + i), _load(x, ux + i), _load(t, ut + i), cof) - comp[i]
+                                tot = np.float32(acc[i] + y)
+                                comp[i] = np.float32(np.float32(tot - acc[i]) - y)
+                                acc[i] = tot
+                        else:
+                            for i in range(um):
+                                gi, xi, ti = _load(g, ug + i * usg), _load(x, ux + i * usx), _load(t, ut + i * ust)
+                                y = value(gi, xi, ti, cof) - comp[i]
+                                tot = np.float32(acc[i] + y)
+                                comp[i] = np.float32(np.float32(tot - acc[i]) - y)
+                                acc[i] = tot
+                    for i in range(m):
+                        _store(o, bo + i * so, acc[i])
+                    pos += m
+
+        return reduce
+
+    def reduce_along_walk(scalar_g: bool) -> Callable[..., None]:
+        """The reduce walk along the summed dims, for geometries whose innermost summed dim is a
+        unit-stride run of target and whose sums are long (reduce_along): the gradient at stride 0 along it
+        (``scalar_g``, a compile-time constant) or at unit stride."""
+
+        def reduce_along(
+            pg, px, pt, po, tg, tx, tt, to, spans, kshape, kstrides, rshape, rstrides, n_out, cof64, tile, nblocks
+        ):
+            # One output at a time, its sum in REDUCE_LANES lanes: element p of each run of the
+            # innermost summed dim goes to lane p % REDUCE_LANES, each lane a Kahan sum in ascending
+            # order, then the lanes are summed in lane order, their compensations first. The order
+            # is the geometry's alone (never the tile's, the cores' or the host's vector width), so
+            # every config gives the same bits. Across outputs (reduce_walk), such a geometry's
+            # lanes are strided loads of one element each, and a single output is one lane: 4-62x
+            # the contiguous case's time, up to 6x PyTorch's (results/performance.md, section 51).
+            # ``tile`` is unused here.
+            g, x, t = _view(pg, spans[0], tg), _view(px, spans[1], tx), _view(pt, spans[2], tt)
+            o = _view(po, spans[3], to)
+            cof = np.float32(cof64)
+            nk, nr = kshape.shape[0], rshape.shape[0]
+            run = rshape[nr - 1]
+            whole = np.uint64(run // REDUCE_LANES * REDUCE_LANES)
+            urun = np.uint64(run)
+            nouter = 1
+            for d in range(nr - 1):
+                nouter *= rshape[d]
+            chunk = (n_out + nblocks - 1) // nblocks
+            for b in prange(nblocks):
+                vectors()
+                acc = np.empty(REDUCE_LANES, np.float32)
+                comp = np.empty(REDUCE_LANES, np.float32)
+                for e in range(b * chunk, min(n_out, (b + 1) * chunk)):
+                    bg = bx = bt = bo = 0
+                    rem = e
+                    for d in range(nk - 1, -1, -1):
+                        q = rem % kshape[d]
+                        rem //= kshape[d]
+                        bg += q * kstrides[0, d]
+                        bx += q * kstrides[1, d]
+                        bt += q * kstrides[2, d]
+                        bo += q * kstrides[3, d]
+                    for j in range(REDUCE_LANES):
+                        acc[j] = np.float32(0.0)
+                        comp[j] = np.float32(0.0)
+                    for ro in range(nouter):
+                        og, ox, ot = bg, bx, bt
+                        rem = ro
+                        for d in range(nr - 2, -1, -1):
+                            q = rem % rshape[d]
+                            rem //= rshape[d]
+                            og += q * rstrides[0, d]
+                            ox += q * rstrides[1, d]
+                            ot += q * rstrides[2, d]
+                        ug, ut = np.uint64(og), np.uint64(ot)
+                        x0 = _load(x, ox)  # self is constant along the summed dims (and KL never reads it)
+                        g0 = _load(g, og)
+                        for p0 in range(np.uint64(0), whole, np.uint64(REDUCE_LANES)):
+                            for j in range(np.uint64(REDUCE_LANES)):
+                                gi = g0 if scalar_g else _load(g, ug + p0 + j)
+                                y = value(gi, x0, _load(t, ut + p0 + j), cof) - comp[j]
+                                tot = np.float32(acc[j] + y)
+                                comp[j] = np.float32(np.float32(tot - acc[j]) - y)
+                                acc[j] = tot
+                        for p in range(whole, urun):
+                            j = p - whole
+                            gi = g0 if scalar_g else _load(g, ug + p)
+                            y = value(gi, x0, _load(t, ut + p), cof) - comp[j]
+                            tot = np.float32(acc[j] + y)
+                            comp[j] = np.float32(np.float32(tot - acc[j]) - y)
+                            acc[j] = tot
+                    c1 = np.float32(0.0)
+                    for j in range(REDUCE_LANES):
+                        c1 = np.float32(c1 + comp[j])
+                    s1 = np.float32(0.0)
+                    for j in range(REDUCE_LANES):
+                        y = acc[j] - c1
+                        tot = np.float32(s1 + y)
+                        c1 = np.float32(np.float32(tot - s1) - y)
+                        s1 = tot
+                    _store(o, bo, s1)
+
+        return reduce_along
 
     def both(fn: Callable[..., None]) -> tuple[Callable[..., None], Callable[..., None]]:
         return njit(nogil=True)(fn), njit(parallel=True, nogil=True)(fn)
@@ -1458,8 +1634,17 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
         key: fns for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS for key, fns in deferred(tile, row).items()
     }
     runs = {run: both(strided_walk(run)) for run in StridedRun}
+    reduces = {run: both(reduce_walk(run)) for run in StridedRun}
+    reduces_along = {scalar_g: both(reduce_along_walk(scalar_g)) for scalar_g in (False, True)}
     return CpuKernels(
-        both(contiguous(False)), both(contiguous(True)), runs, walks, both(reduce), walks_in, walks_deferred
+        both(contiguous(False)),
+        both(contiguous(True)),
+        runs,
+        walks,
+        reduces,
+        walks_in,
+        walks_deferred,
+        reduces_along,
     )
 
 

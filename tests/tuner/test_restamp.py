@@ -266,16 +266,19 @@ def test_a_broadcast_entry_frozen_before_the_strided_builds_stays_stale(tmp_path
 
 def test_plumbing_without_compiling_old_walks_keyed_by_tile_are_launched_as_tile_and_row_zero() -> None:
     """Plumbing only: a stand-in module whose make_cpu_kernels returns walks keyed by tile, one
-    strided walk and deferred walks keyed by (tile, row)."""
+    strided walk, one reduce walk and deferred walks keyed by (tile, row), in a class of its own
+    without today's reduce_along field."""
+    import dataclasses
     import types as pytypes
 
     pair = ("serial", "parallel")
+    names = ("flat", "scalar_grad", "strided", "transposed", "reduce", "transposed_in", "transposed_deferred")
+    old_kernels = dataclasses.make_dataclass("CpuKernels", names, frozen=True)
 
-    def old_make(value: object, compute_bound: bool = False) -> cpu_loops.CpuKernels:
-        # Today's class holds the inputs-first and deferred walks too; an old revision's own class has neither.
+    def old_make(value: object, compute_bound: bool = False) -> object:
         walks = {4096: ("w", "W"), 16384: ("v", "V")}
         deferred = {(4096, 1): ("d", "D")}
-        return cpu_loops.CpuKernels(pair, pair, pair, walks, pair, {}, deferred)  # type: ignore[arg-type]
+        return old_kernels(pair, pair, pair, walks, ("r", "R"), {}, deferred)
 
     old = pytypes.ModuleType("old_loops")
     old.make_cpu_kernels = old_make  # type: ignore[attr-defined]
@@ -285,7 +288,12 @@ def test_plumbing_without_compiling_old_walks_keyed_by_tile_are_launched_as_tile
     assert launched.strided == dict.fromkeys(cpu_loops.StridedRun, pair)  # one walk for every kind of run
     # one deferred walk for every kind of pass (a)'s runs
     assert launched.transposed_deferred == {(4096, 1, kind): ("d", "D") for kind in cpu_loops.StridedRun}
-    assert today.TRANSPOSE_ROWS == (0,) and old.make_cpu_kernels is old_make  # a copy: old is as it was
+    # the one reduce walk for every kind of lanes, and for the geometries summed along their summed dims
+    assert launched.reduce == dict.fromkeys(cpu_loops.StridedRun, ("r", "R"))
+    assert launched.reduce_along == {False: ("r", "R"), True: ("r", "R")}
+    assert isinstance(launched, cpu_loops.CpuKernels)
+    assert today.TRANSPOSE_ROWS == (0,) and today.reduce_run is cpu_loops.reduce_run
+    assert old.make_cpu_kernels is old_make  # a copy: old is as it was
     assert as_launched_today(today) is today and as_launched_today(cpu_loops) is cpu_loops
     assert set(cpu_loops.make_cpu_kernels(lambda g, x, t, c: g).transposed) == {
         (tile, row) for tile in cpu_loops.TRANSPOSED_TILES for row in cpu_loops.TRANSPOSE_ROWS

@@ -15,12 +15,14 @@ from tests.helpers import run_fresh
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
-# (grad, input, target) shapes that reach each variant: flat, scalar_grad, strided, and KL's reduce.
+# (grad, input, target) shapes that reach each variant: flat, scalar_grad, strided, and KL's reduce
+# (summed across outputs, and along the summed dims: cpu_loops.reduce_along).
 PROBLEMS = {
     "flat": ((3, 1000), (3, 1000), (3, 1000)),
     "scalar_grad": ((), (3, 1000), (3, 1000)),
     "strided": ((3, 1000), (3, 1000), (1000,)),
     "reduce": ((3, 50, 20), (50, 1), (3, 50, 20)),
+    "reduce_along": ((3, 3000), (3, 1), (3, 3000)),
     "transposed": ((64, 320), (320, 64), (320, 64)),  # input and target go in transposed (Layout.TRANSPOSED)
 }
 OPS = {
@@ -36,7 +38,7 @@ OPS = {
 def test_sampled_configs_are_bitwise_equal_to_default(
     backend: str, device: str, op: str, dtype: torch.dtype, problem: str
 ) -> None:
-    if problem == "reduce" and op != "kl_div":
+    if problem.startswith("reduce") and op != "kl_div":
         pytest.skip("only KL sums back to its input's shape")
     gen = torch.Generator().manual_seed(3)
     g, x, t = (torch.randn(s, generator=gen).to(dtype).to(device) for s in PROBLEMS[problem])

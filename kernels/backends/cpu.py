@@ -53,21 +53,21 @@ def _walk_arrays(geo: Geometry, x_axis: int) -> tuple[np.ndarray, ...]:
 @lru_cache(maxsize=256)
 def _run_kind(geo: Geometry, x_axis: int) -> cpu_loops.StridedRun:
     """The kind of run this geometry's walk takes, which picks its build, once per geometry: the
-    deferred transposed walk's pass (a) (cpu_loops.transposed_run), the reduce walk's lanes
-    (cpu_loops.reduce_run) or the strided walk's (cpu_loops.strided_run)."""
-    kind_of = {
-        Layout.TRANSPOSED: cpu_loops.transposed_run,
-        Layout.REDUCE: cpu_loops.reduce_run,
-    }.get(geo.layout, cpu_loops.strided_run)
+    deferred transposed walk's pass (a) (cpu_loops.transposed_run) or the strided walk's
+    (cpu_loops.strided_run)."""
+    kind_of = cpu_loops.transposed_run if geo.layout is Layout.TRANSPOSED else cpu_loops.strided_run
     return kind_of(_walk_arrays(geo, x_axis)[2])
 
 
 @lru_cache(maxsize=256)
-def _sums_along(geo: Geometry, x_axis: int) -> bool:
-    """Whether a reduce geometry takes the walk along its summed dims (cpu_loops.reduce_along),
-    once per geometry; the others sum across outputs (cpu_loops.reduce_run's builds)."""
-    arrays = _walk_arrays(geo, x_axis)
-    return cpu_loops.reduce_along(arrays[3], arrays[4])
+def _reduce_build(geo: Geometry, x_axis: int) -> tuple[bool, cpu_loops.StridedRun | bool]:
+    """Which build of which reduce walk a reduce geometry takes, once per geometry: (True, whether
+    the gradient is at stride 0 along the summed run) for the walk along its summed dims
+    (cpu_loops.reduce_along), else (False, the kind of its lanes: cpu_loops.reduce_run)."""
+    _, _, kstrides, rshape, rstrides = _walk_arrays(geo, x_axis)
+    if cpu_loops.reduce_along(rshape, rstrides):
+        return True, bool(rstrides[0, -1] == 0)
+    return False, cpu_loops.reduce_run(kstrides)
 
 
 # The table walk (cpu_loops.TABLE_WALK) trades the formula's arithmetic for one gather per element,
@@ -278,10 +278,8 @@ class CpuBackend:
             else:
                 kernels.strided[_run_kind(geo, x_axis)][pick](*walk_args)
             return
-        if _sums_along(geo, x_axis):
-            reduce = kernels.reduce_along[bool(_walk_arrays(geo, x_axis)[4][0, -1] == 0)][pick]
-        else:
-            reduce = kernels.reduce[_run_kind(geo, x_axis)][pick]
+        along, build = _reduce_build(geo, x_axis)
+        reduce = (kernels.reduce_along if along else kernels.reduce)[build][pick]
         reduce(*operands, *_walk_arrays(geo, x_axis), geo.n_out, ex.cof, cfg.tile, cfg.cores)
 
     def _look_up(self, kernels: cpu_loops.CpuKernels, ex: Executor, pick: int) -> None:

@@ -971,6 +971,17 @@ def reduce_along(rshape: np.ndarray, rstrides: np.ndarray) -> bool:
     return run_ok and int(np.prod(rshape)) >= REDUCE_ALONG_SUM
 
 
+# The reduce walk's strided lanes over a unit-stride summed run (input (R, 1) against target (R, C)):
+# each lane's run is loaded as whole vectors and turned into the lanes' order by the register
+# transposes, side x side elements at a time, where one strided load per element took 5-15x the
+# contiguous case's time (results/performance.md, section 53). REDUCE_BLOCK_LANES lanes at a time,
+# so that their staged blocks (side x 256 elements, 8-16 KiB) stay in L1 while they are summed; the
+# rows are those of the host's narrowest register transpose (half lines on Zen 4, section 36).
+# Neither changes a lane's order: each output still sums its terms in ascending order.
+REDUCE_BLOCK_LANES = 256
+REDUCE_ROW = TRANSPOSE_ROWS[-1]
+
+
 def reduce_run(strides: np.ndarray) -> StridedRun:
     """The kind of the reduce walk's lanes along the innermost kept dim (strides as in strided_run,
     the kept dims'): out's stride does not count, as the lanes sum into accumulators and out is
@@ -997,6 +1008,15 @@ class CpuKernels:
     transposed_deferred: dict[tuple[int, int, StridedRun], tuple[Callable[..., None], Callable[..., None]]]
     # the reduce walk along the summed dims (reduce_along), by whether the gradient is at stride 0 along them
     reduce_along: dict[bool, tuple[Callable[..., None], Callable[..., None]]]
+
+
+@njit(inline="always")
+def _stage_ragged(a, buf, start, stride, first, lanes, side, width):
+    """buf[j * width + i] = a[start + i * stride + j] for first <= i < lanes, j < side: the lanes
+    after the last whole transpose block, one raw element at a time."""
+    for i in range(first, lanes):
+        for j in range(side):
+            buf[j * width + i] = a[start + i * stride + j]
 
 
 def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False) -> CpuKernels:
@@ -1423,6 +1443,8 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
         """The reduce walk for lanes of one kind (reduce_run), a compile-time constant as in
         strided_walk: each build holds one of the three lane loops."""
         scalar_g, unit_run = kind is StridedRun.SCALAR_G, kind is not StridedRun.ANY
+        block = _TRANSPOSES[REDUCE_ROW].block
+        row_bytes = _row_bytes(REDUCE_ROW)
 
         def reduce(
             pg, px, pt, po, tg, tx, tt, to, spans, kshape, kstrides, rshape, rstrides, n_out, cof64, tile, nblocks
@@ -1446,6 +1468,30 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                 nred *= rshape[d]
             usg, usx, ust = np.uint64(kstrides[0, last]), np.uint64(kstrides[1, last]), np.uint64(kstrides[2, last])
             so = kstrides[3, last]
+            # Strided lanes over a summed run at stride 0 or 1 in every operand, of at least one
+            # transpose's side: the blocked lanes (REDUCE_BLOCK_LANES). A self that is the target
+            # (a formula that never reads it is handed the target twice) is staged once, as target.
+            rl = nr - 1
+            run = rshape[rl]
+            rsg, rsx, rst = rstrides[0, rl], rstrides[1, rl], rstrides[2, rl]
+            ursg, ursx, urst = np.uint64(rsg), np.uint64(rsx), np.uint64(rst)
+            side = np.uint64(row_bytes // t.itemsize)
+            x_is_t = px == pt and kstrides[1, last] == kstrides[2, last]
+            for d in range(nr):
+                x_is_t = x_is_t and rstrides[1, d] == rstrides[2, d]
+            blocked = (
+                not unit_run
+                and run >= side
+                and g.itemsize == t.itemsize
+                and x.itemsize == t.itemsize
+                and (rsg == 0 or rsg == 1)
+                and (rsx == 0 or rsx == 1)
+                and (rst == 0 or rst == 1)
+            )
+            ulanes = np.uint64(REDUCE_BLOCK_LANES)
+            nbuf = side * ulanes if blocked else np.uint64(0)
+            nouter = nred // run
+            whole_run = np.uint64(run) // side * side
             chunk = (n_out + nblocks - 1) // nblocks
             for b in prange(nblocks):
                 vectors()
@@ -1454,6 +1500,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                 sgv = np.empty(0 if unit_run else tile, np.float32)
                 sxv = np.empty(0 if unit_run else tile, np.float32)
                 stv = np.empty(0 if unit_run else tile, np.float32)
+                gb, xb, tb = np.empty(nbuf, tg.dtype), np.empty(nbuf, tx.dtype), np.empty(nbuf, tt.dtype)
                 pos = b * chunk
                 end = min(n_out, pos + chunk)
                 while pos < end:
@@ -1489,6 +1536,76 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                         _store(o, bo, s1)
                         pos += 1
                         continue
+                    if blocked:
+                        # Blocks of lanes: for each run of the innermost summed dim, side x side
+                        # elements of an operand at a time through the register transposes into
+                        # its buffer, element j of lane i at j * REDUCE_BLOCK_LANES + i; each lane's
+                        # first value is loaded once per run, as float32, for the operands at
+                        # stride 0 along it.
+                        # Then the Kahan steps as below, term by term in ascending order. (Lanes
+                        # outside, terms inside, to keep each sum in registers: LLVM vectorises
+                        # only the innermost loop, and the walk took 3-43x longer.)
+                        for l0 in range(0, m, REDUCE_BLOCK_LANES):
+                            lm = np.uint64(min(REDUCE_BLOCK_LANES, m - l0))
+                            lwhole = lm // side * side
+                            for i in range(lm):
+                                acc[i] = np.float32(0.0)
+                                comp[i] = np.float32(0.0)
+                            for ro in range(nouter):
+                                og = bg + l0 * kstrides[0, last]
+                                ox = bx + l0 * kstrides[1, last]
+                                ot = bt + l0 * kstrides[2, last]
+                                rem = ro
+                                for d in range(nr - 2, -1, -1):
+                                    q = rem % rshape[d]
+                                    rem //= rshape[d]
+                                    og += q * rstrides[0, d]
+                                    ox += q * rstrides[1, d]
+                                    ot += q * rstrides[2, d]
+                                ug, ux, ut = np.uint64(og), np.uint64(ox), np.uint64(ot)
+                                for i in range(lm):
+                                    sgv[i] = _load(g, ug + i * usg)
+                                    sxv[i] = _load(x, ux + i * usx)
+                                    stv[i] = _load(t, ut + i * ust)
+                                for p0 in range(np.uint64(0), whole_run, side):
+                                    if rsg == 1:
+                                        for i0 in range(np.uint64(0), lwhole, side):
+                                            block(g, ug + p0 + i0 * usg, usg, gb, i0, ulanes)
+                                        _stage_ragged(g, gb, ug + p0, usg, lwhole, lm, side, ulanes)
+                                    if rsx == 1 and not x_is_t:
+                                        for i0 in range(np.uint64(0), lwhole, side):
+                                            block(x, ux + p0 + i0 * usx, usx, xb, i0, ulanes)
+                                        _stage_ragged(x, xb, ux + p0, usx, lwhole, lm, side, ulanes)
+                                    if rst == 1:
+                                        for i0 in range(np.uint64(0), lwhole, side):
+                                            block(t, ut + p0 + i0 * ust, ust, tb, i0, ulanes)
+                                        _stage_ragged(t, tb, ut + p0, ust, lwhole, lm, side, ulanes)
+                                    for j in range(side):
+                                        at = j * ulanes
+                                        for i in range(lm):
+                                            gi = sgv[i] if rsg == 0 else _load(gb, at + i)
+                                            ti = stv[i] if rst == 0 else _load(tb, at + i)
+                                            xi = ti if x_is_t else (sxv[i] if rsx == 0 else _load(xb, at + i))
+                                            y = value(gi, xi, ti, cof) - comp[i]
+                                            tot = np.float32(acc[i] + y)
+                                            comp[i] = np.float32(np.float32(tot - acc[i]) - y)
+                                            acc[i] = tot
+                                # The run's last terms, fewer than a side: strided loads, as below.
+                                for p in range(whole_run, np.uint64(run)):
+                                    pg_, px_, pt_ = ug + p * ursg, ux + p * ursx, ut + p * urst
+                                    for i in range(lm):
+                                        sgv[i] = _load(g, pg_ + i * usg)
+                                        sxv[i] = _load(x, px_ + i * usx)
+                                        stv[i] = _load(t, pt_ + i * ust)
+                                    for i in range(lm):
+                                        y = value(sgv[i], sxv[i], stv[i], cof) - comp[i]
+                                        tot = np.float32(acc[i] + y)
+                                        comp[i] = np.float32(np.float32(tot - acc[i]) - y)
+                                        acc[i] = tot
+                            for i in range(lm):
+                                _store(o, bo + (l0 + np.int64(i)) * so, acc[i])
+                        pos += m
+                        continue
                     um = np.uint64(m)
                     for i in range(um):
                         acc[i] = np.float32(0.0)
@@ -1519,7 +1636,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                                 acc[i] = tot
                         else:
                             # Strided lanes: their values staged in float32 first, then summed as
-                            # one vector loop. Loaded inside the sum, float16 lanes took 2-4x the
+                            # one vector loop. Loaded inside the sum, float16 lanes took 1.2-7x the
                             # time of float32 ones (LLVM converted each strided half on its own).
                             for i in range(um):
                                 sgv[i] = _load(g, ug + i * usg)

@@ -61,6 +61,11 @@ CASES = {
     "rows summed, a full gradient": ((64, 300), (300,), (64, 300)),
     "a leading and an inner dim summed": ((2, 3, 5, 4), (3, 1, 4), (2, 3, 5, 4)),
     "short runs summed per row": ((), (40, 1), (40, 50)),
+    # The strided lanes' blocked walk (cpu_loops.REDUCE_BLOCK_LANES): a second block of lanes, a
+    # gradient transposed beside the target, a run that ends in part of a transpose's side.
+    "short runs, more rows than a block, a full gradient": ((300, 24), (300, 1), (300, 24)),
+    # ... and a summed dim outside the run (the runs of one output taken in order).
+    "short runs and a leading dim summed": ((), (20, 1), (3, 20, 40)),
 }
 
 

@@ -1474,7 +1474,6 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
             rl = nr - 1
             run = rshape[rl]
             rsg, rsx, rst = rstrides[0, rl], rstrides[1, rl], rstrides[2, rl]
-            ursg, ursx, urst = np.uint64(rsg), np.uint64(rsx), np.uint64(rst)
             side = np.uint64(row_bytes // t.itemsize)
             x_is_t = px == pt and kstrides[1, last] == kstrides[2, last]
             for d in range(nr):
@@ -1491,7 +1490,8 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
             ulanes = np.uint64(REDUCE_BLOCK_LANES)
             nbuf = side * ulanes if blocked else np.uint64(0)
             nouter = nred // run
-            whole_run = np.uint64(run) // side * side
+            nchunks = (np.uint64(run) + side - np.uint64(1)) // side
+            last_p0 = np.uint64(run) - side  # used only where run >= side (blocked)
             chunk = (n_out + nblocks - 1) // nblocks
             for b in prange(nblocks):
                 vectors()
@@ -1567,7 +1567,12 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                                     sgv[i] = _load(g, ug + i * usg)
                                     sxv[i] = _load(x, ux + i * usx)
                                     stv[i] = _load(t, ut + i * ust)
-                                for p0 in range(np.uint64(0), whole_run, side):
+                                for k in range(nchunks):
+                                    # The run's last chunk, where the run is not a whole number of
+                                    # sides, ends at the run's end and overlaps the one before it:
+                                    # its first j0 terms are summed there already.
+                                    p0 = min(k * side, last_p0)
+                                    j0 = k * side - p0
                                     if rsg == 1:
                                         for i0 in range(np.uint64(0), lwhole, side):
                                             block(g, ug + p0 + i0 * usg, usg, gb, i0, ulanes)
@@ -1580,7 +1585,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                                         for i0 in range(np.uint64(0), lwhole, side):
                                             block(t, ut + p0 + i0 * ust, ust, tb, i0, ulanes)
                                         _stage_ragged(t, tb, ut + p0, ust, lwhole, lm, side, ulanes)
-                                    for j in range(side):
+                                    for j in range(j0, side):
                                         at = j * ulanes
                                         for i in range(lm):
                                             gi = sgv[i] if rsg == 0 else _load(gb, at + i)
@@ -1590,18 +1595,6 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                                             tot = np.float32(acc[i] + y)
                                             comp[i] = np.float32(np.float32(tot - acc[i]) - y)
                                             acc[i] = tot
-                                # The run's last terms, fewer than a side: strided loads, as below.
-                                for p in range(whole_run, np.uint64(run)):
-                                    pg_, px_, pt_ = ug + p * ursg, ux + p * ursx, ut + p * urst
-                                    for i in range(lm):
-                                        sgv[i] = _load(g, pg_ + i * usg)
-                                        sxv[i] = _load(x, px_ + i * usx)
-                                        stv[i] = _load(t, pt_ + i * ust)
-                                    for i in range(lm):
-                                        y = value(sgv[i], sxv[i], stv[i], cof) - comp[i]
-                                        tot = np.float32(acc[i] + y)
-                                        comp[i] = np.float32(np.float32(tot - acc[i]) - y)
-                                        acc[i] = tot
                             for i in range(lm):
                                 _store(o, bo + (l0 + np.int64(i)) * so, acc[i])
                         pos += m

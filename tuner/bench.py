@@ -223,8 +223,8 @@ def report_rows(
     goal_rounds: int | None = None,
     goal_numel: int = LARGE_NUMEL,
 ) -> list[BenchRow]:
-    """The size sweep, then broadcast and transposed forms of the contiguous REPORT_LAYOUT_SIZE cases,
-    each timed beside its contiguous partner.
+    """The size sweep, then broadcast and transposed forms of the contiguous REPORT_LAYOUT_SIZE cases
+    (and KL's summed form), each timed beside its contiguous partner.
 
     The rows a goal reads a ratio from take ``goal_rounds`` rounds (default ``rounds``): the layout
     rows (x over the partner) and the contiguous rows of ``goal_numel`` elements and up (% of the
@@ -247,7 +247,8 @@ def report_rows(
                         rounds=goal_rounds,
                         partner=c,
                     )
-                    for lay in (InputLayout.BROADCAST, InputLayout.TRANSPOSED)
+                    for lay in (InputLayout.BROADCAST, InputLayout.TRANSPOSED, InputLayout.SUMMED)
+                    if lay is not InputLayout.SUMMED or c.op is Op.KL_DIV
                 ]
     return rows
 

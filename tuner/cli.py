@@ -41,8 +41,9 @@ def _add_case_args(p: argparse.ArgumentParser) -> None:
         "--layout",
         action="append",
         help=(
-            "contiguous, broadcast (target one row over 64) or transposed (64-row transposed views);"
-            " repeatable, default contiguous"
+            "contiguous, broadcast (target one row over 64), transposed (64-row transposed views) or"
+            " summed (KL: input one row against target's 64, its gradient summed back); repeatable,"
+            " default contiguous"
         ),
     )
     p.add_argument("--suite", choices=sorted(SUITES), help="a named set of cases instead of the five above")

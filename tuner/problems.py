@@ -19,11 +19,15 @@ from kernels.tiling import Tiling
 
 
 class InputLayout(str, Enum):
-    """How a case's tensors are handed over; the same elements and values whatever the layout."""
+    """How a case's tensors are handed over; the same elements and values whatever the layout
+    (SUMMED's input: the first of its 64 rows)."""
 
     CONTIGUOUS = "contiguous"
     BROADCAST = "broadcast"  # target is one row broadcast over 64 rows: a stride-0 operand, no copy
     TRANSPOSED = "transposed"  # input, target (and a full gradient) are transposed views, 64 rows
+    # KL only: input is one row against target's 64, so its gradient is summed back over them
+    # (SEMANTICS: out has self's shape; Layout.REDUCE)
+    SUMMED = "summed"
 
     @classmethod
     def parse(cls, text: str) -> InputLayout:
@@ -53,6 +57,9 @@ class Case:
                 f"layout: {self.layout.value} needs a 1-d shape of a multiple of {LAYOUT_ROWS} elements,"
                 f" got {self.shape}"
             )
+        if self.layout is InputLayout.SUMMED and self.op is not Op.KL_DIV:
+            # MSE's and L1's out has the broadcast shape: an input smaller than it is never summed back.
+            raise ValueError(f"layout: summed is KL's alone (kl_div, kl_div-log), got op {self.op.value}")
 
     @property
     def numel(self) -> int:
@@ -66,7 +73,8 @@ class Case:
 
     def inputs(self, device: torch.device | str, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Seeded values, laid out as ``layout`` says: BROADCAST and TRANSPOSED are views of shape
-        (64, numel / 64) over the same count of elements, never copies."""
+        (64, numel / 64) over the same count of elements, never copies; SUMMED's input is the
+        first row of that shape, (1, numel / 64), against target's 64."""
         gen = torch.Generator().manual_seed(seed)
         grad_shape = self.shape if self.reduction is Reduction.NONE else ()
         g = torch.randn(grad_shape, generator=gen) * 1.5 + 0.25
@@ -86,6 +94,8 @@ class Case:
                 return v.reshape(cols, rows).t()
 
             return (view(g) if g.dim() else g), view(x), view(t)
+        if self.layout is InputLayout.SUMMED:
+            return (g.reshape(rows, cols) if g.dim() else g), x.reshape(rows, cols)[:1], t.reshape(rows, cols)
         return g, x, t
 
     def read_tensors(self, g: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> list[torch.Tensor]:
@@ -111,7 +121,7 @@ class Case:
         )[1]
 
     def out_like(self, x: torch.Tensor) -> torch.Tensor:
-        """A contiguous out of the inputs' shape."""
+        """A contiguous out of the input's shape (the inputs' broadcast shape, but for SUMMED)."""
         return torch.empty(x.shape, dtype=self.dtype, device=x.device)
 
     def reference(self, g: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

@@ -62,6 +62,7 @@ _CASE_LAYOUT = {
     "contiguous": InputLayout.CONTIGUOUS,
     "strided": InputLayout.BROADCAST,
     "transposed": InputLayout.TRANSPOSED,
+    "reduce": InputLayout.SUMMED,
 }
 
 

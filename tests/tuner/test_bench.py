@@ -93,3 +93,35 @@ def test_layout_rows_are_judged_against_a_partner_timed_beside_them(monkeypatch:
     assert text[0][:at].split()[-1] == "GB/s" and text[0][at:].split()[2] == "roofline"
     assert text[1][at:].split()[:2] == [f"{rows[0].copy_gbps:.1f}", f"{rows[0].roofline_pct:.0f}%"]
     assert bench.bench_case(transposed, "cpu", min_time_s=0.001, rounds=1, partner=L1).contiguous_s > 0
+
+
+def test_kls_report_adds_a_summed_row_timed_beside_its_partner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KL's input one row against target's 64 (the gradient summed back over them): a layout row of
+    KL's alone, checked against the reference before it is timed, and measured by the bytes KL
+    must move there: the 0-d gradient and the target read, one row written."""
+    monkeypatch.setattr(bench, "REPORT_LAYOUT_SIZE", "2^12")
+    kl = Case(Op.KL_DIV, torch.float32, (64 * 64,), Reduction.MEAN)
+    rows = bench.report_rows([kl, L1], "cpu", min_time_s=0.001, rounds=1)
+    assert [(r.op, r.case) for r in rows] == [
+        ("kl_div", "contiguous"),
+        ("l1", "contiguous"),
+        ("kl_div", "broadcast"),
+        ("kl_div", "transposed"),
+        ("kl_div", "summed"),
+        ("l1", "broadcast"),
+        ("l1", "transposed"),
+    ]
+    summed = rows[4]
+    assert summed.shape == "4096" and summed.contiguous_s > 0 and summed.contiguous_x > 0
+    assert summed.gbps == pytest.approx((4 + 64 * 64 * 4 + 64 * 4) / summed.tuned_s / 1e9)
+    assert "summed (" in bench.format_report(rows)
+
+
+def test_a_summed_case_hands_input_as_one_row_and_is_kls_alone() -> None:
+    case = Case(Op.KL_DIV, torch.float16, (64 * 8,), Reduction.NONE, layout=InputLayout.SUMMED)
+    g, x, t = case.inputs("cpu")
+    assert (g.shape, x.shape, t.shape, case.out_like(x).shape) == ((64, 8), (1, 8), (64, 8), (1, 8))
+    plain_g, plain_x, plain_t = Case(Op.KL_DIV, torch.float16, (64 * 8,), Reduction.NONE).inputs("cpu")
+    assert torch.equal(x, plain_x[:8].reshape(1, 8)) and torch.equal(t.reshape(-1), plain_t)  # views, same values
+    with pytest.raises(ValueError, match="layout: summed is KL's alone .* got op mse"):
+        Case(Op.MSE, torch.float32, (64 * 8,), Reduction.NONE, layout=InputLayout.SUMMED)

@@ -14,7 +14,7 @@ from tuner.cli import main
 from tuner.goals import _evaluate, across, check_rows, evaluate, format_across, format_goals
 
 
-def _row(dtype: str = "float32", numel: int = 2**24, reduction: str = "none", case: str = "contiguous", **kw: float):
+def _row(dtype: str = "float32", numel: int = 2**24, reduction: str = "none", case: str = "contiguous", **kw: object):
     row = {
         "op": "mse",
         "dtype": dtype,
@@ -53,7 +53,7 @@ def test_a_report_that_meets_every_goal_has_no_misses_and_its_table_reads_the_ro
     assert mse32.layout == {("transposed", "full"): 1.5, ("broadcast", "full"): 0.7, ("broadcast", "0-d"): 1.2}
     assert mse32.oneshot == (1.5, 2.0) and mse32.vendor == (1.0, 2.0)
     text = format_goals(table, misses)
-    assert "| mse | float32 | 90/- | 120/- | 1.50 | 0.70-1.20 | 1.50-2.00 | 1.00-2.00 |" in text
+    assert "| mse | float32 | 90/- | 120/- | 1.50 | 0.70-1.20 | - | 1.50-2.00 | 1.00-2.00 |" in text
     assert "| mse | bfloat16 | -/80 | -/- |" in text and "0 goal(s) not met" in text
 
 
@@ -76,6 +76,20 @@ def test_each_goal_names_the_row_that_misses_it(row: dict[str, object], what: st
     (miss,) = evaluate([*_met(), row])[1]
     assert (miss.op, miss.dtype, miss.what, miss.measured) == ("mse", row["dtype"], what, pytest.approx(measured))
     assert miss.line().startswith(f"mse {row['dtype']} {what}: ") and "(goal " in miss.line()
+
+
+def test_kls_summed_rows_have_their_column_and_are_held_to_the_layout_line() -> None:
+    """KL's summed rows (input one row against target's 64, summed back): their own column, full /
+    0-d, and the 1.5x line of the other layouts."""
+    kl = [
+        _row(op="kl_div", numel=2**22, case="summed", tuned_s=1.5, contiguous_s=1.0),
+        _row(op="kl_div", numel=2**22, case="summed", reduction="mean", tuned_s=1.6, contiguous_s=1.0),
+    ]
+    table, misses = evaluate([*_met(), *kl])
+    assert [m.line() for m in misses] == ["kl_div float32 summed 0-d 2^22: 1.60x (goal <= 1.5x)"]
+    text = format_goals(table, misses)
+    assert "| kl_div | float32 | -/- | -/- | - | - | 1.50 / 1.60 | - | 2.00-2.00 |" in text
+    assert "| mse | float32 | 90/- | 120/- | 1.50 | 0.70-1.20 | - |" in text
 
 
 def test_a_roofline_miss_gives_the_kernels_and_the_copys_bandwidth_where_the_report_has_them() -> None:

@@ -228,6 +228,24 @@ def test_a_transposed_entry_compiles_its_own_walk_and_restamps(tmp_path: Path) -
     assert json.loads(path.read_text())["entries"][0]["kernel_hash"] == frozen.kernel_hash("cpu", "kl_div")
 
 
+def test_a_reduce_entry_compiles_its_own_walk_through_the_summed_case_and_restamps(tmp_path: Path) -> None:
+    """KL's sum back to a smaller input (the planner's reduce layout): the tuner's summed case is its
+    probe, so an entry of it is compared walk for walk like any other."""
+    old = _edited("\n\nUNUSED_LIMIT = 12345\n")
+    walk = Tiling(tile=4096, cores=2, variant=Variant.REDUCE)
+    entry = _mse_entry(CONFIG, old.kernel_hash("kl_div")) | {
+        "op": "kl_div",
+        "grad_kind": "scalar",
+        "reduction_kind": "reduced",
+        "layout": "reduce",
+        "config": walk.to_dict(),
+    }
+    path = _table(tmp_path, [entry])
+    (outcome,) = restamp_table(path, storage=str(tmp_path / "j.log"), find_sources=lambda op, h, c: old)
+    assert outcome.verdict is Verdict.SAME, outcome.detail
+    assert json.loads(path.read_text())["entries"][0]["kernel_hash"] == frozen.kernel_hash("cpu", "kl_div")
+
+
 # The last commit whose transposed walks were keyed by tile alone (before Tiling.transpose_row).
 BEFORE_ROWS = "4671d27723fe1a91d8fa18751854fa0aa256de55"
 

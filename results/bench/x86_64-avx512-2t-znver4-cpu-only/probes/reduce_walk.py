@@ -44,23 +44,28 @@ def one_row(
     shapes: tuple[tuple[int, ...], ...],
     log: bool,
     dtype: torch.dtype,
+    reduction: str = "mean",
+    old_commit: str = OLD,
 ) -> tuple[str, tuple[str, ...], tuple[object, ...]]:
-    """One geometry, formula and dtype: its title, run names and runs, outputs checked first."""
+    """One geometry, formula and dtype: its title, run names and runs, outputs checked first. The
+    gradient is 0-d (mean) or of B's shape (none)."""
     (xs, ts), gen = shapes, torch.Generator().manual_seed(0)
-    g = (torch.randn((), generator=gen) * 1.5 + 0.25).to(dtype)
+    gs = () if reduction == "mean" else torch.broadcast_shapes(xs, ts)
+    g = (torch.randn(gs, generator=gen) * 1.5 + 0.25).to(dtype)
     x, t = torch.randn(xs, generator=gen).to(dtype), torch.rand(ts, generator=gen).to(dtype)
     full, outs = torch.empty(ts, dtype=dtype), [torch.empty(xs, dtype=dtype) for _ in range(2)]
 
     def plan(inp: torch.Tensor, out: torch.Tensor) -> object:
-        return aclnn.kl_div_backward_get_workspace_size(g, inp, t, "mean", log, out, backend="cpu")[1]
+        return aclnn.kl_div_backward_get_workspace_size(g, inp, t, reduction, log, out, backend="cpu")[1]
 
     contiguous, ex_old, ex_new = plan(full, full), plan(x, outs[0]), plan(x, outs[1])
     old.launch(ex_old)
     new.launch(ex_new)
     along = cpu._reduce_build(ex_new.geometry, 2)[0]
     if along:  # SEMANTICS: within 1e-5 of the summed magnitudes, then the output dtype's rounding
-        ref = kl_div.reference(g, x, t, "mean", log)
-        terms = (torch.exp(t.double()) if log else t.double()).abs() * g.double().abs() / t.numel()
+        ref = kl_div.reference(g, x, t, reduction, log)
+        scale = t.numel() if reduction == "mean" else 1
+        terms = (torch.exp(t.double()) if log else t.double()).abs() * g.double().abs() / scale
         bound = 1e-5 * terms.sum_to_size(xs) + torch.finfo(dtype).eps * ref.abs()
         assert ((outs[1].double() - ref).abs() <= bound).all(), title
     else:
@@ -68,12 +73,12 @@ def one_row(
     name = f"{title}, {'kl_div-log' if log else 'kl_div'} {str(dtype).removeprefix('torch.')}"
     return (
         f"{name} ({'along the summed dims' if along else 'across outputs'})",
-        ("contiguous", f"old ({OLD})", "new", "vendor"),
+        ("contiguous", f"old ({old_commit})", "new", "vendor"),
         (
             lambda _: new.launch(contiguous),
             lambda _: old.launch(ex_old),
             lambda _: new.launch(ex_new),
-            lambda _: kl_div.vendor_baseline(g, x, t, "mean", log),
+            lambda _: kl_div.vendor_baseline(g, x, t, reduction, log),
         ),
     )
 

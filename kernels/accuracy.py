@@ -10,6 +10,10 @@ from __future__ import annotations
 import torch
 
 MANTISSA = {torch.float32: 23, torch.float16: 10, torch.bfloat16: 7}
+# KL's broadcast sum: within this much of the summed magnitudes (mismatch's ``rel``), plus the
+# output's own rounding (SUM_ULPS: none for float32, whose sum is the output, 1 ulp for 16-bit).
+SUM_REL = 1e-5
+SUM_ULPS = {torch.float32: 0.0, torch.float16: 1.0, torch.bfloat16: 1.0}
 MIN_EXP = {torch.float32: -126, torch.float16: -14, torch.bfloat16: -126}
 
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import torch
 
 from kernels import backends, timing
-from kernels.accuracy import mismatch
 from kernels.executor import Executor
 from kernels.modes import Op
 from tuner.goals import LARGE_NUMEL, spread
@@ -82,7 +81,7 @@ def _checked(
     ref = case.reference(g, x, t)
     for ex in executors:
         backends.get(backend).launch(ex)
-        wrong = mismatch(out, ref)
+        wrong = case.mismatch(out, ref, g, x, t)
         if wrong:
             raise AssertionError(f"{case.label()} {ex.config.short()} is wrong: {wrong}")
     return (g, x, t, out), executors

@@ -10,7 +10,7 @@ from enum import Enum
 import torch
 
 import kernels
-from kernels import aclnn
+from kernels import accuracy, aclnn
 from kernels.executor import Executor
 from kernels.modes import Op, Reduction
 from kernels.ops import kl_div, l1, mse
@@ -130,6 +130,19 @@ class Case:
         if self.op is Op.L1:
             return l1.reference(g, x, t, self.reduction)
         return kl_div.reference(g, x, t, self.reduction, self.log_target)
+
+    def mismatch(
+        self, out: torch.Tensor, ref: torch.Tensor, g: torch.Tensor, x: torch.Tensor, t: torch.Tensor
+    ) -> str | None:
+        """SEMANTICS' bar for ``out`` against the reference (accuracy.mismatch): the dtype's ulps, or
+        for KL's summed layout relative SUM_REL of the summed magnitudes. A sum that cancels keeps
+        its terms' error: the elementwise bar, relative to the small result, would fail a correct
+        sum (4e-7 off an output of 1.4e-4 whose 64 terms are of order 1)."""
+        if self.layout is not InputLayout.SUMMED:
+            return accuracy.mismatch(out, ref)
+        # |terms| summed back: KL's reference over |g| (and |t| where the term is t itself; exp(t) > 0).
+        scale = kl_div.reference(g.abs(), x, t if self.log_target else t.abs(), self.reduction, self.log_target)
+        return accuracy.mismatch(out, ref, accuracy.SUM_ULPS[self.dtype], rel_to=scale.abs(), rel=accuracy.SUM_REL)
 
     def baseline(self) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
         """The vendor baseline of SEMANTICS.md for this op on the tensors' device."""

@@ -23,7 +23,6 @@ import optuna
 import torch
 
 from kernels import backends, frozen, timing
-from kernels.accuracy import mismatch
 from kernels.executor import Executor
 from kernels.modes import Variant
 from kernels.tiling import Space, Tiling
@@ -108,13 +107,12 @@ class _Bench:
     t: torch.Tensor
     out: torch.Tensor
     ref: torch.Tensor
-    rel_to: torch.Tensor | None
 
     @classmethod
     def make(cls, case: Case, backend: str) -> _Bench:
         device = timing.backend_device(backend)
         g, x, t = case.inputs(device)
-        return cls(case, backend, g, x, t, case.out_like(x), case.reference(g, x, t), None)
+        return cls(case, backend, g, x, t, case.out_like(x), case.reference(g, x, t))
 
     def executor(self, config: Tiling | None) -> Executor:
         return self.case.phase_one(self.g, self.x, self.t, self.out, self.backend, config)
@@ -122,7 +120,7 @@ class _Bench:
     def check(self, ex: Executor) -> str | None:
         self.out.fill_(float("nan"))
         backends.get(self.backend).launch(ex)
-        return mismatch(self.out, self.ref)
+        return self.case.mismatch(self.out, self.ref, self.g, self.x, self.t)
 
     def runner(self, ex: Executor) -> Callable[[int], object]:
         launch = backends.get(self.backend).launch

@@ -7,7 +7,7 @@ import statistics
 import pytest
 import torch
 
-from kernels import timing
+from kernels import accuracy, timing
 from kernels.modes import Op, Reduction
 from tests.helpers import count_copy_runs
 from tuner import bench
@@ -125,3 +125,19 @@ def test_a_summed_case_hands_input_as_one_row_and_is_kls_alone() -> None:
     assert torch.equal(x, plain_x[:8].reshape(1, 8)) and torch.equal(t.reshape(-1), plain_t)  # views, same values
     with pytest.raises(ValueError, match="layout: summed is KL's alone .* got op mse"):
         Case(Op.MSE, torch.float32, (64 * 8,), Reduction.NONE, layout=InputLayout.SUMMED)
+
+
+def test_a_summed_row_is_held_to_the_sums_bar_not_the_elementwise_one() -> None:
+    """A full gradient's 64 terms per output cancel to results far smaller than the terms: their
+    float32 sum is correct within SEMANTICS' 1e-5 of the summed magnitudes but many ulps of the
+    result. The report must accept it, and still refuse a wrong sum."""
+    case = Case(Op.KL_DIV, torch.float32, (64 * 1024,), Reduction.NONE, layout=InputLayout.SUMMED)
+    g, x, t = case.inputs("cpu")
+    out = case.out_like(x)
+    bench.backends.get("cpu").launch(case.phase_one(g, x, t, out, "cpu"))
+    ref = case.reference(g, x, t)
+    assert accuracy.mismatch(out, ref) is not None  # the elementwise bar: some cancelled sums fail it
+    assert case.mismatch(out, ref, g, x, t) is None
+    off = out.clone()
+    off[0, 7] += 1e-3 * (t[:, 7].abs() * g[:, 7].abs()).sum()  # 1e-3 of the summed magnitudes
+    assert "1 of 1024 elements off" in str(case.mismatch(off, ref, g, x, t))

@@ -88,7 +88,10 @@ def test_doctor_reports_each_backend(capsys: pytest.CaptureFixture[str]) -> None
         (["tune", "--shape", "4y4"], "shape: expected N, B^E or AxBxC, got '4y4'"),
         (["tune", "--dtype", "int8"], "dtype: expected one of float32, float16, bfloat16, got 'int8'"),
         (["tune", "--storage", "redis://x"], "storage: expected a journal file path or a postgresql:// URL"),
-        (["tune", "--layout", "diagonal"], "layout: expected one of contiguous, broadcast, transposed, got 'diagonal'"),
+        (
+            ["tune", "--layout", "diagonal"],
+            "layout: expected one of contiguous, broadcast, transposed, summed, got 'diagonal'",
+        ),
         (
             ["tune", "--layout", "transposed", "--shape", "100"],
             "layout: transposed needs a 1-d shape of a multiple of 64 elements, got (100,)",

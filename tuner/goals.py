@@ -289,10 +289,16 @@ def across(reports: Sequence[Sequence[Mapping[str, object]]]) -> tuple[list[Verd
 
 
 def format_across(verdicts: Sequence[Verdict], met: int, count: int) -> str:
-    """across's result: the goals missed in every report that reads them, then those missed in some."""
-    always = [v for v in verdicts if v.missed == v.read]
-    some = [v for v in verdicts if v not in always]
+    """across's result: the goals missed in every one of the ``count`` reports; those missed in every
+    report that reads them, where some reports have no row for them (a row a later report added, or
+    one an earlier report had and a later dropped: one reading or a few is not a run-to-run verdict);
+    then those missed in some."""
+    always = [v for v in verdicts if v.missed == v.read == count]
+    partly = [v for v in verdicts if v.missed == v.read < count]
+    some = [v for v in verdicts if v.missed < v.read]
     lines = [f"missed in every report: {len(always)}"] + [f"- {v.line()}" for v in always]
+    lines += ["", f"missed in every report that has the row, fewer than {count}: {len(partly)}"]
+    lines += [f"- {v.line()}" for v in partly]
     lines += ["", f"missed in some of the {count} reports: {len(some)}"] + [f"- {v.line()}" for v in some]
     lines += ["", f"met in every report: {met} goal(s)"]
     return "\n".join(lines)

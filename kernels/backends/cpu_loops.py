@@ -971,6 +971,60 @@ def reduce_along(rshape: np.ndarray, rstrides: np.ndarray) -> bool:
     return run_ok and int(np.prod(rshape)) >= REDUCE_ALONG_SUM
 
 
+# The reduce walk sums each run of the innermost summed dim in groups of REDUCE_TERMS terms from the
+# run's start, each group's values added in plain float32 left to right, then one Kahan step per
+# group; a run's last run % REDUCE_TERMS terms take a Kahan step each. A step costs four dependent
+# adds, the group's sum one per term, and the error stays far inside SEMANTICS' 1e-5 (three roundings
+# of a group's magnitudes, then Kahan's). The unit-stride lanes take a group per pass over them,
+# each lane's sum kept in registers across it (results/performance.md, section 55). The group is
+# written out four terms wide in the walk, and blocked chunks start at multiples of a transpose's
+# side, which the assert below keeps a multiple of it.
+REDUCE_TERMS = 4
+
+
+@njit(inline="always")
+def _kept_at(e, kshape, kstrides):
+    """Output ``e`` (linear, in the kept dims' order): its index along the innermost kept dim, and
+    its base offsets in g, x, t and out."""
+    bg = bx = bt = bo = 0
+    rem = e
+    first = 0
+    for d in range(kshape.shape[0] - 1, -1, -1):
+        q = rem % kshape[d]
+        rem //= kshape[d]
+        if d == kshape.shape[0] - 1:
+            first = q
+        bg += q * kstrides[0, d]
+        bx += q * kstrides[1, d]
+        bt += q * kstrides[2, d]
+        bo += q * kstrides[3, d]
+    return first, bg, bx, bt, bo
+
+
+@njit(inline="always")
+def _summed_at(r, bg, bx, bt, rshape, rstrides, nd):
+    """The offsets in g, x and t of element ``r`` (linear, in their order) of the first ``nd``
+    summed dims, from base offsets ``bg``, ``bx``, ``bt``: unsigned, as strides here are never
+    negative."""
+    og, ox, ot = bg, bx, bt
+    rem = r
+    for d in range(nd - 1, -1, -1):
+        q = rem % rshape[d]
+        rem //= rshape[d]
+        og += q * rstrides[0, d]
+        ox += q * rstrides[1, d]
+        ot += q * rstrides[2, d]
+    return np.uint64(og), np.uint64(ox), np.uint64(ot)
+
+
+@njit(inline="always")
+def _kahan(s, c, v):
+    """One Kahan step of value ``v`` into sum ``s`` with compensation ``c``, all float32."""
+    y = v - c
+    tot = np.float32(s + y)
+    return tot, np.float32(np.float32(tot - s) - y)
+
+
 # The reduce walk's strided lanes over a unit-stride summed run (input (R, 1) against target (R, C)):
 # each lane's run is loaded as whole vectors and turned into the lanes' order by the register
 # transposes, side x side elements at a time, where one strided load per element took 5-15x the
@@ -980,6 +1034,7 @@ def reduce_along(rshape: np.ndarray, rstrides: np.ndarray) -> bool:
 # Neither changes a lane's order: each output still sums its terms in ascending order.
 REDUCE_BLOCK_LANES = 256
 REDUCE_ROW = TRANSPOSE_ROWS[-1]
+assert _row_bytes(REDUCE_ROW) // 4 % REDUCE_TERMS == 0, "a blocked chunk's side must hold whole groups"
 
 
 def reduce_run(strides: np.ndarray) -> StridedRun:
@@ -1439,6 +1494,17 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
 
         return transposed_deferred
 
+    @njit(inline="always")
+    def staged_value(staged, i, at, cof):
+        """The blocked reduce walk's value of lane i's term at ``at`` in the buffers: each operand
+        from its buffer, or at stride 0 along the run from its lane's staged first value.
+        ``staged``: (sgv, sxv, stv, gb, xb, tb, rsg, rsx, rst, x_is_t), as in the walk."""
+        sgv, sxv, stv, gb, xb, tb, rsg, rsx, rst, x_is_t = staged
+        gi = sgv[i] if rsg == 0 else _load(gb, at + i)
+        ti = stv[i] if rst == 0 else _load(tb, at + i)
+        xi = ti if x_is_t else (sxv[i] if rsx == 0 else _load(xb, at + i))
+        return value(gi, xi, ti, cof)
+
     def reduce_walk(kind: StridedRun) -> Callable[..., None]:
         """The reduce walk for lanes of one kind (reduce_run), a compile-time constant as in
         strided_walk: each build holds one of the three lane loops."""
@@ -1492,11 +1558,16 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
             nouter = nred // run
             nchunks = (np.uint64(run) + side - np.uint64(1)) // side
             last_p0 = np.uint64(run) - side  # used only where run >= side (blocked)
+            # Each run's terms in groups of REDUCE_TERMS from its start, then the rest one by one.
+            urun, uterms = np.uint64(run), np.uint64(REDUCE_TERMS)
+            uwhole = urun // uterms * uterms
+            rg, rx, rt = np.uint64(rsg), np.uint64(rsx), np.uint64(rst)
             chunk = (n_out + nblocks - 1) // nblocks
             for b in prange(nblocks):
-                vectors()
+                _wide_vectors()  # the sums are bound by arithmetic, not memory, in every formula
                 acc = np.empty(tile, np.float32)
                 comp = np.empty(tile, np.float32)
+                part = np.empty(0 if unit_run or blocked else tile, np.float32)
                 sgv = np.empty(0 if unit_run else tile, np.float32)
                 sxv = np.empty(0 if unit_run else tile, np.float32)
                 stv = np.empty(0 if unit_run else tile, np.float32)
@@ -1504,35 +1575,22 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                 pos = b * chunk
                 end = min(n_out, pos + chunk)
                 while pos < end:
-                    bg = bx = bt = bo = 0
-                    rem = pos
-                    first = 0
-                    for d in range(last, -1, -1):
-                        q = rem % kshape[d]
-                        rem //= kshape[d]
-                        if d == last:
-                            first = q
-                        bg += q * kstrides[0, d]
-                        bx += q * kstrides[1, d]
-                        bt += q * kstrides[2, d]
-                        bo += q * kstrides[3, d]
+                    first, bg, bx, bt, bo = _kept_at(pos, kshape, kstrides)
                     m = min(kshape[last] - first, end - pos, tile)
                     if m == 1:  # one lane (a kept dim of one): its sum in registers, not in acc
                         s1 = np.float32(0.0)
                         c1 = np.float32(0.0)
-                        for r in range(nred):
-                            og, ox, ot = bg, bx, bt
-                            rem = r
-                            for d in range(nr - 1, -1, -1):
-                                q = rem % rshape[d]
-                                rem //= rshape[d]
-                                og += q * rstrides[0, d]
-                                ox += q * rstrides[1, d]
-                                ot += q * rstrides[2, d]
-                            y = value(_load(g, og), _load(x, ox), _load(t, ot), cof) - c1
-                            tot = np.float32(s1 + y)
-                            c1 = np.float32(np.float32(tot - s1) - y)
-                            s1 = tot
+                        v1 = np.float32(0.0)
+                        for ro in range(nouter):
+                            og, ox, ot = _summed_at(ro, bg, bx, bt, rshape, rstrides, nr - 1)
+                            for p in range(np.uint64(0), urun):
+                                v = value(_load(g, og + p * rg), _load(x, ox + p * rx), _load(t, ot + p * rt), cof)
+                                if p < uwhole and p % uterms != 0:
+                                    v1 = np.float32(v1 + v)
+                                else:
+                                    v1 = v
+                                if p >= uwhole or p % uterms == uterms - np.uint64(1):
+                                    s1, c1 = _kahan(s1, c1, v1)
                         _store(o, bo, s1)
                         pos += 1
                         continue
@@ -1542,7 +1600,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                         # its buffer, element j of lane i at j * REDUCE_BLOCK_LANES + i; each lane's
                         # first value is loaded once per run, as float32, for the operands at
                         # stride 0 along it.
-                        # Then the Kahan steps as below, term by term in ascending order. (Lanes
+                        # Then the groups' Kahan steps as below, in ascending order. (Lanes
                         # outside, terms inside, to keep each sum in registers: LLVM vectorises
                         # only the innermost loop, and the walk took 1.4-33x longer.)
                         for l0 in range(0, m, REDUCE_BLOCK_LANES):
@@ -1552,17 +1610,15 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                                 acc[i] = np.float32(0.0)
                                 comp[i] = np.float32(0.0)
                             for ro in range(nouter):
-                                og = bg + l0 * kstrides[0, last]
-                                ox = bx + l0 * kstrides[1, last]
-                                ot = bt + l0 * kstrides[2, last]
-                                rem = ro
-                                for d in range(nr - 2, -1, -1):
-                                    q = rem % rshape[d]
-                                    rem //= rshape[d]
-                                    og += q * rstrides[0, d]
-                                    ox += q * rstrides[1, d]
-                                    ot += q * rstrides[2, d]
-                                ug, ux, ut = np.uint64(og), np.uint64(ox), np.uint64(ot)
+                                ug, ux, ut = _summed_at(
+                                    ro,
+                                    bg + l0 * kstrides[0, last],
+                                    bx + l0 * kstrides[1, last],
+                                    bt + l0 * kstrides[2, last],
+                                    rshape,
+                                    rstrides,
+                                    nr - 1,
+                                )
                                 for i in range(lm):
                                     sgv[i] = _load(g, ug + i * usg)
                                     sxv[i] = _load(x, ux + i * usx)
@@ -1570,7 +1626,9 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                                 for k in range(nchunks):
                                     # The run's last chunk, where the run is not a whole number of
                                     # sides, ends at the run's end and overlaps the one before it:
-                                    # its first j0 terms are summed there already.
+                                    # its first j0 terms are summed there already. Chunks start at
+                                    # multiples of side, a multiple of REDUCE_TERMS: a group never
+                                    # straddles two.
                                     p0 = min(k * side, last_p0)
                                     j0 = k * side - p0
                                     if rsg == 1:
@@ -1585,16 +1643,26 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                                         for i0 in range(np.uint64(0), lwhole, side):
                                             block(t, ut + p0 + i0 * ust, ust, tb, i0, ulanes)
                                         _stage_ragged(t, tb, ut + p0, ust, lwhole, lm, side, ulanes)
-                                    for j in range(j0, side):
-                                        at = j * ulanes
+                                    staged = (sgv, sxv, stv, gb, xb, tb, rsg, rsx, rst, x_is_t)
+                                    j = j0
+                                    while j + uterms <= side:
+                                        a0 = j * ulanes
+                                        a1 = a0 + ulanes
+                                        a2 = a1 + ulanes
+                                        a3 = a2 + ulanes
                                         for i in range(lm):
-                                            gi = sgv[i] if rsg == 0 else _load(gb, at + i)
-                                            ti = stv[i] if rst == 0 else _load(tb, at + i)
-                                            xi = ti if x_is_t else (sxv[i] if rsx == 0 else _load(xb, at + i))
-                                            y = value(gi, xi, ti, cof) - comp[i]
-                                            tot = np.float32(acc[i] + y)
-                                            comp[i] = np.float32(np.float32(tot - acc[i]) - y)
-                                            acc[i] = tot
+                                            v = staged_value(staged, i, a0, cof)
+                                            v += staged_value(staged, i, a1, cof)
+                                            v += staged_value(staged, i, a2, cof)
+                                            v += staged_value(staged, i, a3, cof)
+                                            acc[i], comp[i] = _kahan(acc[i], comp[i], v)
+                                        j += uterms
+                                    while j < side:  # the run's last terms, in its last chunk
+                                        a0 = j * ulanes
+                                        for i in range(lm):
+                                            v = staged_value(staged, i, a0, cof)
+                                            acc[i], comp[i] = _kahan(acc[i], comp[i], v)
+                                        j += np.uint64(1)
                             for i in range(lm):
                                 _store(o, bo + (l0 + np.int64(i)) * so, acc[i])
                         pos += m
@@ -1603,43 +1671,61 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                     for i in range(um):
                         acc[i] = np.float32(0.0)
                         comp[i] = np.float32(0.0)
-                    for r in range(nred):
-                        og, ox, ot = bg, bx, bt
-                        rem = r
-                        for d in range(nr - 1, -1, -1):
-                            q = rem % rshape[d]
-                            rem //= rshape[d]
-                            og += q * rstrides[0, d]
-                            ox += q * rstrides[1, d]
-                            ot += q * rstrides[2, d]
-                        # Unsigned offsets (strides here are never negative), as in the strided walk.
-                        ug, ux, ut = np.uint64(og), np.uint64(ox), np.uint64(ot)
-                        if scalar_g:
-                            g0 = _load(g, ug)
-                            for i in range(um):
-                                y = value(g0, _load(x, ux + i), _load(t, ut + i), cof) - comp[i]
-                                tot = np.float32(acc[i] + y)
-                                comp[i] = np.float32(np.float32(tot - acc[i]) - y)
-                                acc[i] = tot
-                        elif unit_run:
-                            for i in range(um):
-                                y = value(_load(g, ug + i), _load(x, ux + i), _load(t, ut + i), cof) - comp[i]
-                                tot = np.float32(acc[i] + y)
-                                comp[i] = np.float32(np.float32(tot - acc[i]) - y)
-                                acc[i] = tot
+                    for ro in range(nouter):
+                        og, ox, ot = _summed_at(ro, bg, bx, bt, rshape, rstrides, nr - 1)
+                        if unit_run:
+                            # A group's terms per pass over the lanes, each lane's sum and
+                            # compensation in registers across them: one load and one store of
+                            # each per group, where a pass per term loaded and stored both for
+                            # every term (results/performance.md, section 55).
+                            for p in range(np.uint64(0), uwhole, uterms):
+                                g0, x0, t0 = og + p * rg, ox + p * rx, ot + p * rt
+                                g1, x1, t1 = g0 + rg, x0 + rx, t0 + rt
+                                g2, x2, t2 = g1 + rg, x1 + rx, t1 + rt
+                                g3, x3, t3 = g2 + rg, x2 + rx, t2 + rt
+                                sg0, sg1, sg2, sg3 = _load(g, g0), _load(g, g1), _load(g, g2), _load(g, g3)
+                                for i in range(um):
+                                    gi = sg0 if scalar_g else _load(g, g0 + i)
+                                    v = value(gi, _load(x, x0 + i), _load(t, t0 + i), cof)
+                                    gi = sg1 if scalar_g else _load(g, g1 + i)
+                                    v += value(gi, _load(x, x1 + i), _load(t, t1 + i), cof)
+                                    gi = sg2 if scalar_g else _load(g, g2 + i)
+                                    v += value(gi, _load(x, x2 + i), _load(t, t2 + i), cof)
+                                    gi = sg3 if scalar_g else _load(g, g3 + i)
+                                    v += value(gi, _load(x, x3 + i), _load(t, t3 + i), cof)
+                                    acc[i], comp[i] = _kahan(acc[i], comp[i], v)
+                            for p in range(uwhole, urun):
+                                ug, ux, ut = og + p * rg, ox + p * rx, ot + p * rt
+                                sg0 = _load(g, ug)
+                                for i in range(um):
+                                    gi = sg0 if scalar_g else _load(g, ug + i)
+                                    v = value(gi, _load(x, ux + i), _load(t, ut + i), cof)
+                                    acc[i], comp[i] = _kahan(acc[i], comp[i], v)
                         else:
                             # Strided lanes: their values staged in float32 first, then summed as
                             # one vector loop. Loaded inside the sum, float16 lanes took 1.2-7x the
                             # time of float32 ones (LLVM converted each strided half on its own).
-                            for i in range(um):
-                                sgv[i] = _load(g, ug + i * usg)
-                                sxv[i] = _load(x, ux + i * usx)
-                                stv[i] = _load(t, ut + i * ust)
-                            for i in range(um):
-                                y = value(sgv[i], sxv[i], stv[i], cof) - comp[i]
-                                tot = np.float32(acc[i] + y)
-                                comp[i] = np.float32(np.float32(tot - acc[i]) - y)
-                                acc[i] = tot
+                            # A group's sum goes through ``part``, one term at a time.
+                            for p in range(np.uint64(0), urun):
+                                ug, ux, ut = og + p * rg, ox + p * rx, ot + p * rt
+                                for i in range(um):
+                                    sgv[i] = _load(g, ug + i * usg)
+                                    sxv[i] = _load(x, ux + i * usx)
+                                    stv[i] = _load(t, ut + i * ust)
+                                if p >= uwhole:
+                                    for i in range(um):
+                                        v = value(sgv[i], sxv[i], stv[i], cof)
+                                        acc[i], comp[i] = _kahan(acc[i], comp[i], v)
+                                elif p % uterms == 0:
+                                    for i in range(um):
+                                        part[i] = value(sgv[i], sxv[i], stv[i], cof)
+                                elif p % uterms != uterms - np.uint64(1):
+                                    for i in range(um):
+                                        part[i] += value(sgv[i], sxv[i], stv[i], cof)
+                                else:
+                                    for i in range(um):
+                                        v = part[i] + value(sgv[i], sxv[i], stv[i], cof)
+                                        acc[i], comp[i] = _kahan(acc[i], comp[i], v)
                     for i in range(m):
                         _store(o, bo + i * so, acc[i])
                     pos += m
@@ -1665,7 +1751,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
             g, x, t = _view(pg, spans[0], tg), _view(px, spans[1], tx), _view(pt, spans[2], tt)
             o = _view(po, spans[3], to)
             cof = np.float32(cof64)
-            nk, nr = kshape.shape[0], rshape.shape[0]
+            nr = rshape.shape[0]
             run = rshape[nr - 1]
             whole = np.uint64(run // REDUCE_LANES * REDUCE_LANES)
             urun = np.uint64(run)
@@ -1678,30 +1764,14 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                 acc = np.empty(REDUCE_LANES, np.float32)
                 comp = np.empty(REDUCE_LANES, np.float32)
                 for e in range(b * chunk, min(n_out, (b + 1) * chunk)):
-                    bg = bx = bt = bo = 0
-                    rem = e
-                    for d in range(nk - 1, -1, -1):
-                        q = rem % kshape[d]
-                        rem //= kshape[d]
-                        bg += q * kstrides[0, d]
-                        bx += q * kstrides[1, d]
-                        bt += q * kstrides[2, d]
-                        bo += q * kstrides[3, d]
+                    _, bg, bx, bt, bo = _kept_at(e, kshape, kstrides)
                     for j in range(REDUCE_LANES):
                         acc[j] = np.float32(0.0)
                         comp[j] = np.float32(0.0)
                     for ro in range(nouter):
-                        og, ox, ot = bg, bx, bt
-                        rem = ro
-                        for d in range(nr - 2, -1, -1):
-                            q = rem % rshape[d]
-                            rem //= rshape[d]
-                            og += q * rstrides[0, d]
-                            ox += q * rstrides[1, d]
-                            ot += q * rstrides[2, d]
-                        ug, ut = np.uint64(og), np.uint64(ot)
+                        ug, ox, ut = _summed_at(ro, bg, bx, bt, rshape, rstrides, nr - 1)
                         x0 = _load(x, ox)  # self is constant along the summed dims (and KL never reads it)
-                        g0 = _load(g, og)
+                        g0 = _load(g, ug)
                         for p0 in range(np.uint64(0), whole, np.uint64(REDUCE_LANES)):
                             for j in range(np.uint64(REDUCE_LANES)):
                                 gi = g0 if scalar_g else _load(g, ug + p0 + j)

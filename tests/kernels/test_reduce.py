@@ -37,6 +37,24 @@ def _kahan(values: np.ndarray, acc: np.float32 = _ZERO, comp: np.float32 = _ZERO
     return acc, comp
 
 
+def _grouped(row: np.ndarray, run: int) -> np.float32:
+    """reduce_walk's order: each run of ``run`` terms (the innermost summed dim, as planned) in
+    groups of REDUCE_TERMS from its start, a group's values added in float32 left to right, then
+    Kahan-summed group by group; the run's last run % REDUCE_TERMS terms Kahan-summed one by one."""
+    size = cpu_loops.REDUCE_TERMS
+    acc = comp = _ZERO
+    for start in range(0, row.size, run):
+        seg = row[start : start + run]
+        whole = run // size * size
+        for k in range(0, whole, size):
+            part = seg[k]
+            for v in seg[k + 1 : k + size]:
+                part = np.float32(part + v)
+            acc, comp = _kahan(np.array([part]), acc, comp)
+        acc, comp = _kahan(seg[whole:], acc, comp)
+    return acc
+
+
 def _summed(x: torch.Tensor, terms: np.ndarray) -> tuple[np.ndarray, list[int]]:
     """terms as (outputs, summed elements in ascending linear order), and B's summed dims."""
     lead = terms.ndim - x.dim()
@@ -60,6 +78,12 @@ CASES = {
     "rows summed, a 0-d gradient": ((), (300,), (64, 300)),
     "rows summed, a full gradient": ((64, 300), (300,), (64, 300)),
     "a leading and an inner dim summed": ((2, 3, 5, 4), (3, 1, 4), (2, 3, 5, 4)),
+    # A group of REDUCE_TERMS (4) terms per pass, then the 3 left one at a time.
+    "seven rows summed, a full gradient": ((7, 300), (300,), (7, 300)),
+    # One output, one lane: its sum in registers (7 groups, 2 alone).
+    "one short sum": ((), (1,), (30,)),
+    # Strided lanes over runs shorter than a transpose's side, staged term by term.
+    "runs shorter than a side, a full gradient": ((40, 7), (40, 1), (40, 7)),
     "short runs summed per row": ((), (40, 1), (40, 50)),
     # The strided lanes' blocked walk (cpu_loops.REDUCE_BLOCK_LANES): a second block of lanes, a
     # gradient transposed beside the target, a run that ends in part of a transpose's side.
@@ -72,13 +96,14 @@ CASES = {
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float16, torch.bfloat16), ids=str)
 @pytest.mark.parametrize("log", (False, True), ids=("plain", "log_target"))
 @pytest.mark.parametrize("case", CASES)
-def test_across_outputs_each_sum_runs_in_ascending_order_to_the_bit(case: str, log: bool, dtype: torch.dtype) -> None:
+def test_across_outputs_each_sum_runs_in_ascending_groups_to_the_bit(case: str, log: bool, dtype: torch.dtype) -> None:
     gs, xs, ts = CASES[case]
     gen = torch.Generator().manual_seed(11)
     g, x, t = (torch.randn(s, generator=gen).to(dtype) for s in (gs, xs, ts))
     assert not _along(g, x, t)
     rows, _ = _summed(x, _terms(g, x, t, "mean", log))
-    expected = np.array([_kahan(row)[0] for row in rows], np.float32)
+    run = int(_geometry(g, x, t).rshape[-1])
+    expected = np.array([_grouped(row, run) for row in rows], np.float32)
     got = kernels.kl_div_backward(g, x, t, "mean", log, backend="cpu")
     want = torch.from_numpy(expected).to(dtype).reshape(x.shape)
     assert torch.equal(

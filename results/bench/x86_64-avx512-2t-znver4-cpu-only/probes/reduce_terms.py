@@ -5,14 +5,16 @@ pass per term: each lane's sum and compensation loaded and stored for every term
 eager expression and sum.
 
 Input (1, C) against target (R, C), at about 2^n elements of the broadcast shape B: R = 64 (the
-report's summed rows), 8, and 6 (a group, then two terms alone). KL plain and log_target, each
+report's summed rows), 8, and 6 (a group, then two terms alone); or, with ``blocked``, section 53's
+geometries (input (R, 1) against target (R, C): the blocked strided lanes, a group per four terms
+of a staged chunk). KL plain and log_target, each
 dtype, a 0-d gradient (mean) and one of B's shape (none), in interleaved rounds in one process: the
 contiguous case of B's size, the old walk, today's and the vendor; medians (us) and each one's
 per-round ratio over the contiguous case. The new output is checked within SEMANTICS' bar for a
 broadcast sum first (the groups change the order, so the bits). Not part of the package: run by
 hand, as
 
-    python results/bench/x86_64-avx512-2t-znver4-cpu-only/probes/reduce_terms.py 22 5 [64,8,6]
+    python results/bench/x86_64-avx512-2t-znver4-cpu-only/probes/reduce_terms.py 22 5 [64,8,6 | blocked]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 
 import torch
 from _rounds import backend_at, print_ratios
+from reduce_blocked import geometries as blocked
 from reduce_walk import one_row
 
 from kernels import backends
@@ -35,9 +38,10 @@ def geometries(n: int, rows: tuple[int, ...]) -> dict[str, tuple[tuple[int, ...]
 
 def main() -> None:
     n, rounds = 1 << int(sys.argv[1]), int(sys.argv[2])
-    rows = tuple(map(int, sys.argv[3].split(","))) if len(sys.argv) > 3 else (64, 8, 6)
+    which = sys.argv[3] if len(sys.argv) > 3 else "64,8,6"
+    shapes_of = blocked(n) if which == "blocked" else geometries(n, tuple(map(int, which.split(","))))
     old, new = backend_at(OLD), backends.get("cpu")
-    for title, shapes in geometries(n, rows).items():
+    for title, shapes in shapes_of.items():
         for reduction in ("mean", "none"):
             for log in (False, True):
                 for dtype in (torch.float32, torch.float16, torch.bfloat16):

@@ -37,8 +37,14 @@ class Formula:
     # The formula for a float16/bfloat16 output of an elementwise walk, where a cheaper one is
     # accurate enough: its float32 result is rounded once into 11 or 8 bits, so it need not carry
     # float32's 24 (KL log_target's exp: degree 3 for degree 7). None: ``value`` for every dtype.
-    # Broadcast sums keep ``value``: their terms add up in float32 first.
+    # Broadcast sums never take it: their terms add up in float32 first, and a sum that cancels
+    # keeps its terms' relative error.
     narrow_value: Callable[..., float] | None = None
+    # The formula of a broadcast sum's terms (the reduce walks, every out dtype), where a cheaper one
+    # is accurate enough: SEMANTICS holds such a sum to relative 1e-5 of the summed magnitudes, not
+    # to float32's 4 ulp, so its terms need about 1e-6, not 24 bits (KL log_target's exp: degree 5
+    # for degree 7). None: ``value``.
+    sum_value: Callable[..., float] | None = None
 
 
 def reduction_kind(reduction: Reduction) -> str:

@@ -168,17 +168,18 @@ class CpuBackend:
         """``loops``: the module the loops are built from; cpu_loops, or another revision of it that
         tuner.restamp compiles beside it (same interface, its own compiled functions)."""
         self._loops = loops
-        self._kernels: dict[str, tuple[cpu_loops.CpuKernels, cpu_loops.CpuKernels]] = {}  # (value, narrow_value)
+        # by formula name: (value's, narrow_value's, sum_value's), one object where a formula has no other
+        self._kernels: dict[str, tuple[cpu_loops.CpuKernels, ...]] = {}
         threads = cpu_loops.max_threads()
         self._facts = cpu_facts(platform.machine(), threads)
 
     def built(self) -> list[tuple[str, object]]:
-        """Every loop built so far, by (formula name, narrow or not, field of CpuKernels), with its
-        numba dispatcher: what a launch compiled is in their signatures (tuner.restamp)."""
+        """Every loop built so far, by (formula name, which of its formulas, field of CpuKernels),
+        with its numba dispatcher: what a launch compiled is in their signatures (tuner.restamp)."""
         found = []
-        for name, pair in self._kernels.items():
-            for narrow, kernels in zip(("wide", "narrow"), pair, strict=True):
-                if narrow == "narrow" and kernels is pair[0]:
+        for name, sets in self._kernels.items():
+            for which, kernels in zip(("wide", "narrow", "sum"), sets, strict=True):
+                if which != "wide" and kernels is sets[0]:
                     continue
                 for field in dataclasses.fields(kernels):
                     value = getattr(kernels, field.name)
@@ -187,7 +188,7 @@ class CpuBackend:
                     items = value.items() if isinstance(value, dict) else [("", value)]
                     for tile, fns in items:
                         for build, fn in zip(("serial", "parallel"), fns, strict=True):
-                            found.append((f"{name} {narrow} {field.name}{tile and f'[{tile}]'} {build}", fn))
+                            found.append((f"{name} {which} {field.name}{tile and f'[{tile}]'} {build}", fn))
         found.extend(
             (f"TABLE_WALK {build}", fn)
             for build, fn in zip(("serial", "parallel"), self._loops.TABLE_WALK, strict=True)
@@ -216,17 +217,19 @@ class CpuBackend:
         table = (Variant.TABLE,) if table_variant(formula, geometry, dtype) else ()
         return cpu_space(self._facts, geometry.variants + table, geometry.numel)
 
-    def kernels(self, formula: Formula, narrow: bool = False) -> cpu_loops.CpuKernels:
+    def kernels(self, formula: Formula, narrow: bool = False, *, summed: bool = False) -> cpu_loops.CpuKernels:
         """The loops of ``formula``; ``narrow``: those of its narrow_value where it has one (16-bit
-        outputs of the elementwise walks). Both are built on first use: numba compiles lazily."""
-        pair = self._kernels.get(formula.name)
-        if pair is None:
+        outputs of the elementwise walks); ``summed``: those of its sum_value where it has one (the
+        reduce walks). All are built on first use: numba compiles lazily."""
+        sets = self._kernels.get(formula.name)
+        if sets is None:
             wide = self._loops.make_cpu_kernels(formula.value, formula.compute_bound)
-            short = wide
-            if formula.narrow_value is not None:
-                short = self._loops.make_cpu_kernels(formula.narrow_value, formula.compute_bound)
-            pair = self._kernels[formula.name] = (wide, short)
-        return pair[narrow]
+            others = (
+                wide if value is None else self._loops.make_cpu_kernels(value, formula.compute_bound)
+                for value in (formula.narrow_value, formula.sum_value)
+            )
+            sets = self._kernels[formula.name] = (wide, *others)
+        return sets[2] if summed else sets[narrow]
 
     def launch(self, ex: Executor) -> None:
         if ex.empty:
@@ -234,8 +237,10 @@ class CpuBackend:
         cfg, geo = ex.config, ex.geometry
         # A 16-bit output of an elementwise walk is one rounding of one value: the narrow formula
         # suffices. Not for a broadcast sum: its float32 terms add up before that rounding, and a
-        # sum that cancels keeps their relative error (SEMANTICS: relative 1e-5 of the magnitudes).
-        kernels = self.kernels(ex.formula, ex.out.dtype is not torch.float32 and cfg.variant is not Variant.REDUCE)
+        # sum that cancels keeps their relative error (SEMANTICS: relative 1e-5 of the magnitudes),
+        # so its terms take the sum formula, accurate to about 1e-6, whatever the out dtype.
+        summed = cfg.variant is Variant.REDUCE
+        kernels = self.kernels(ex.formula, ex.out.dtype is not torch.float32 and not summed, summed=summed)
         parallel = cfg.cores > 1
         if parallel:
             self._loops.set_threads(cfg.cores)

@@ -1541,6 +1541,7 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
             rl = nr - 1
             run = rshape[rl]
             rsg, rsx, rst = rstrides[0, rl], rstrides[1, rl], rstrides[2, rl]
+            rs = (rsg, rsx, rst)  # staged_value's strides (ints only: arrays go one by one)
             side = np.uint64(row_bytes // t.itemsize)
             x_is_t = px == pt and kstrides[1, last] == kstrides[2, last]
             for d in range(nr):
@@ -1581,17 +1582,17 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                     if m == 1:  # one lane (a kept dim of one): its sum in registers, not in acc
                         s1 = np.float32(0.0)
                         c1 = np.float32(0.0)
-                        v1 = np.float32(0.0)
                         for ro in range(nouter):
                             og, ox, ot = _summed_at(ro, bg, bx, bt, rshape, rstrides, nr - 1)
-                            for p in range(np.uint64(0), urun):
+                            for p0 in range(np.uint64(0), uwhole, uterms):
+                                v1 = np.float32(0.0)
+                                for p in range(p0, p0 + uterms):
+                                    v = value(_load(g, og + p * rg), _load(x, ox + p * rx), _load(t, ot + p * rt), cof)
+                                    v1 = v if p == p0 else np.float32(v1 + v)
+                                s1, c1 = _kahan(s1, c1, v1)
+                            for p in range(uwhole, urun):
                                 v = value(_load(g, og + p * rg), _load(x, ox + p * rx), _load(t, ot + p * rt), cof)
-                                if p < uwhole and p % uterms != 0:
-                                    v1 = np.float32(v1 + v)
-                                else:
-                                    v1 = v
-                                if p >= uwhole or p % uterms == uterms - np.uint64(1):
-                                    s1, c1 = _kahan(s1, c1, v1)
+                                s1, c1 = _kahan(s1, c1, v)
                         _store(o, bo, s1)
                         pos += 1
                         continue
@@ -1644,7 +1645,6 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                                         for i0 in range(np.uint64(0), lwhole, side):
                                             block(t, ut + p0 + i0 * ust, ust, tb, i0, ulanes)
                                         _stage_ragged(t, tb, ut + p0, ust, lwhole, lm, side, ulanes)
-                                    rs = (rsg, rsx, rst)
                                     j = j0
                                     while j + uterms <= side:
                                         a0 = j * ulanes
@@ -1776,26 +1776,19 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                         for p0 in range(np.uint64(0), whole, np.uint64(REDUCE_LANES)):
                             for j in range(np.uint64(REDUCE_LANES)):
                                 gi = g0 if scalar_g else _load(g, ug + p0 + j)
-                                y = value(gi, x0, _load(t, ut + p0 + j), cof) - comp[j]
-                                tot = np.float32(acc[j] + y)
-                                comp[j] = np.float32(np.float32(tot - acc[j]) - y)
-                                acc[j] = tot
+                                v = value(gi, x0, _load(t, ut + p0 + j), cof)
+                                acc[j], comp[j] = _kahan(acc[j], comp[j], v)
                         for p in range(whole, urun):
                             j = p - whole
                             gi = g0 if scalar_g else _load(g, ug + p)
-                            y = value(gi, x0, _load(t, ut + p), cof) - comp[j]
-                            tot = np.float32(acc[j] + y)
-                            comp[j] = np.float32(np.float32(tot - acc[j]) - y)
-                            acc[j] = tot
+                            v = value(gi, x0, _load(t, ut + p), cof)
+                            acc[j], comp[j] = _kahan(acc[j], comp[j], v)
                     c1 = np.float32(0.0)
                     for j in range(REDUCE_LANES):
                         c1 = np.float32(c1 + comp[j])
                     s1 = np.float32(0.0)
                     for j in range(REDUCE_LANES):
-                        y = acc[j] - c1
-                        tot = np.float32(s1 + y)
-                        c1 = np.float32(np.float32(tot - s1) - y)
-                        s1 = tot
+                        s1, c1 = _kahan(s1, c1, acc[j])
                     _store(o, bo, s1)
 
         return reduce_along

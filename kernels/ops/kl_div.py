@@ -71,6 +71,20 @@ _TAYLOR = tuple(np.float32(0.5 / math.factorial(i)) for i in range(8))  # degree
 # 1 ulp; three fmas where the float32 exp has seven.
 _NARROW = (0.9999244809150696, 0.9999622702598572, 0.5050235390663147, 0.16792160272598267)
 _SHORT = tuple(np.float32(c / 2) for c in _NARROW)
+# Degree 5, fitted as _NARROW (weights 1/exp for a relative fit), rounded to float32: relative
+# 1.5e-7 in float64, 2.0e-7 as float32 fmas evaluate it, and with the one-fma reduction's 6.5e-7 at
+# |k| = 342, under 1e-6 of each term: a tenth of SEMANTICS' 1e-5 for a broadcast sum, which is what
+# a term of one is held to. Two fmas fewer than the float32 exp and one in the reduction: the sums
+# are bound by this arithmetic (results/performance.md, section 56).
+_SUM = (
+    1.0000001192092896,
+    0.9999996423721313,
+    0.49998900294303894,
+    0.1666766256093979,
+    0.04191502928733826,
+    0.008291716687381268,
+)
+_SUM_HALVED = tuple(np.float32(c / 2) for c in _SUM)
 
 
 def _log_value(coefficients: tuple[np.float32, ...], one_step: bool) -> Callable[[float, float, float, float], float]:
@@ -115,6 +129,8 @@ _value_log = _log_value(_TAYLOR, False)
 # Formula.narrow_value: 16-bit outputs of elementwise walks; two float32 roundings of the product,
 # far inside the 16-bit result's half ulp.
 _value_log_narrow = _log_value(_SHORT, True)
+# Formula.sum_value: the terms of broadcast sums, every out dtype.
+_value_log_sum = _log_value(_SUM_HALVED, True)
 
 
 FORMULA = Formula("kl_div", _value, reads_input=False, triton_op=2, live_buffers=3)
@@ -127,6 +143,7 @@ FORMULA_LOG = Formula(
     compute_bound=True,
     log_target=True,
     narrow_value=_value_log_narrow,
+    sum_value=_value_log_sum,
 )
 
 

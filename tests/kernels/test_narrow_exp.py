@@ -1,10 +1,12 @@
-"""KL log_target's narrow formula (Formula.narrow_value): the degree-3 exp the CPU backend runs for
-float16/bfloat16 outputs of elementwise walks, and the degree-7 one it keeps everywhere else.
+"""KL log_target's shorter formulas: the narrow one (Formula.narrow_value), the degree-3 exp the CPU
+backend runs for float16/bfloat16 outputs of elementwise walks; the sum one (Formula.sum_value), the
+degree-5 exp of a broadcast sum's terms; and the degree-7 one it keeps everywhere else.
 
 The narrow exp is held to the 16-bit bar on every float16 and bfloat16 target there is (65536 bit
 patterns each, NaN and inf and subnormals included), through the library on the CPU backend, in
-each elementwise variant. Broadcast sums must keep the float32 formula: a sum that cancels would
-show the short polynomial's 1e-4 relative error against SEMANTICS' 1e-5 bar.
+each elementwise variant. Broadcast sums must not take it: a sum that cancels would show the short
+polynomial's 1e-4 relative error against SEMANTICS' 1e-5 bar. Their sum exp is held to that bar
+over the exp's whole finite range, where its one-fma reduction is least exact.
 """
 
 from __future__ import annotations
@@ -39,6 +41,40 @@ def test_narrow_polynomial_error_bound_in_float64() -> None:
     assert worst < 2.0**-13 and worst > 0.0, worst
 
 
+def test_sum_polynomial_error_bound_in_float64() -> None:
+    """The sum formula's coefficients as shipped, over the reduced range and a little past it: under
+    2.5e-7 of exp, so that with its reduction's 6.5e-7 (at |k| = 342) a term stays under 1e-6, a
+    tenth of SEMANTICS' bar for a broadcast sum."""
+    r = np.linspace(-0.35, 0.35, 400_001)
+    p = np.zeros_like(r)
+    for c in reversed(kl_div._SUM_HALVED):
+        p = p * r + 2.0 * float(c)  # shipped halved (exactly): the exp is twice them
+    worst = float(np.max(np.abs(p / np.exp(r) - 1.0)))
+    assert worst < 2.5e-7 and worst > 0.0, worst
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
+@pytest.mark.parametrize(("low", "high", "grad"), [(-80.0, 80.0, 1.0), (110.0, 150.0, 2.0**-126)])
+def test_broadcast_sum_terms_within_the_bar_over_the_exp_range(
+    dtype: torch.dtype, low: float, high: float, grad: float
+) -> None:
+    """Sums of 64 terms whose targets span the exp's range, none cancelling, so each output reads
+    its terms' own relative error: from t = -80 to 80 with g = 1 (normal terms: a subnormal one
+    carries fewer bits in any formula), and up to t = 150 (k = 216, where
+    the one-fma reduction is off by 4e-7) with g the smallest normal float32, so that the product
+    stays finite. Both within 1e-5 of the summed magnitudes; the narrow exp's 1e-4 would not be."""
+    rows, cols = 64, 1024
+    t = torch.linspace(low, high, rows * cols, dtype=torch.float64).reshape(cols, rows).t().contiguous()
+    g = torch.tensor(grad, dtype=torch.float64)
+    t, g = t.to(dtype), g.to(dtype) if dtype != torch.bfloat16 else g.float()
+    x = torch.zeros(1, cols, dtype=dtype)
+    out = kernels.kl_div_backward(g, x, t, "sum", True, backend="cpu")
+    ref = kl_div.reference(g, x, t, "sum", True)
+    scale = (t.double().exp() * g.double()).abs().sum(0, keepdim=True)
+    assert torch.isfinite(ref).all() and (ref.abs() == scale).all()  # finite, and nothing cancels
+    assert_within(out, ref, 0.0 if dtype == torch.float32 else 1.0, rel_to=scale, rel=1e-5)
+
+
 @pytest.mark.parametrize("dtype", SIXTEEN, ids=str)
 @pytest.mark.parametrize("config", ["flat", "scalar_grad"])
 def test_narrow_exp_within_one_ulp_on_every_16_bit_target(dtype: torch.dtype, config: str) -> None:
@@ -64,10 +100,10 @@ def test_narrow_exp_within_one_ulp_in_the_strided_walk(dtype: torch.dtype) -> No
 
 
 @pytest.mark.parametrize("dtype", SIXTEEN, ids=str)
-def test_broadcast_sum_keeps_the_float32_exp_where_terms_cancel(dtype: torch.dtype) -> None:
+def test_broadcast_sum_never_takes_the_narrow_exp_where_terms_cancel(dtype: torch.dtype) -> None:
     """Rows alternate t+ = -0.2470703125 (where the degree-3 exp reads 9.4e-5 high) with g = 1 and
     t- = -1.0390625 (1.0e-4 low) with g = -exp(t+ - t-): the terms cancel, their errors add up. The
-    sum meets relative 1e-5 of the summed magnitudes only with the float32 exp (the narrow one is
+    sum meets relative 1e-5 of the summed magnitudes only with the sum or float32 exp (the narrow one is
     off by about 1e-4 of them: this test fails if broadcast sums take Formula.narrow_value)."""
     rows, cols = 4096, 8
     plus, minus = -0.2470703125, -1.0390625
@@ -82,8 +118,11 @@ def test_broadcast_sum_keeps_the_float32_exp_where_terms_cancel(dtype: torch.dty
     assert_within(out, ref, 1.0, rel_to=scale, rel=1e-5)
 
 
-def test_only_formulas_with_a_narrow_value_get_narrow_kernels_plumbing() -> None:
+def test_only_formulas_with_a_narrow_or_sum_value_get_their_own_kernels_plumbing() -> None:
     """Which compiled loops the backend hands out (plumbing; the tests above check the values)."""
     backend = cpu.BACKEND
-    assert backend.kernels(kl_div.FORMULA_LOG, True) is not backend.kernels(kl_div.FORMULA_LOG, False)
-    assert backend.kernels(kl_div.FORMULA, True) is backend.kernels(kl_div.FORMULA, False)
+    wide, narrow = backend.kernels(kl_div.FORMULA_LOG, False), backend.kernels(kl_div.FORMULA_LOG, True)
+    summed = backend.kernels(kl_div.FORMULA_LOG, summed=True)
+    assert len({id(wide), id(narrow), id(summed)}) == 3
+    plain = backend.kernels(kl_div.FORMULA, False)
+    assert backend.kernels(kl_div.FORMULA, True) is plain and backend.kernels(kl_div.FORMULA, summed=True) is plain

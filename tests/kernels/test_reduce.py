@@ -10,6 +10,7 @@ import torch
 import kernels
 from kernels import backends, plan
 from kernels.backends import cpu, cpu_loops
+from kernels.modes import Reduction
 from kernels.ops import kl_div
 
 if not backends.probe("cpu")[0]:  # pragma: no cover - numba is a dependency
@@ -17,11 +18,17 @@ if not backends.probe("cpu")[0]:  # pragma: no cover - numba is a dependency
 
 
 def _terms(g: torch.Tensor, x: torch.Tensor, t: torch.Tensor, reduction: str, log: bool) -> np.ndarray:
-    """Each term of the sums at shape B, in float32: the elementwise call on an input of B's shape
-    (the same formula and cof, nothing summed)."""
+    """Each term of the sums at shape B, in float32: the sum formula's (Formula.sum_value, else
+    value) flat loop over B, with the op's cof, into a float32 array (its value, unrounded)."""
     space = torch.broadcast_shapes(x.shape, t.shape)
-    wide = torch.zeros(space, dtype=torch.float32)  # float32 out: the formula's float32 value, unrounded
-    return kernels.kl_div_backward(g, wide, t, reduction, log, backend="cpu").numpy()
+    formula = kl_div.FORMULA_LOG if log else kl_div.FORMULA
+    gb, tb = (v.expand(space).contiguous() for v in (g, t))
+    out = torch.zeros(space, dtype=torch.float32)
+    cof = kl_div.cof(Reduction.parse(reduction, allow_batchmean=True), tuple(space))
+    flat = cpu.BACKEND.kernels(formula, summed=True).flat[0]
+    ptrs, tags = (gb.data_ptr(), tb.data_ptr(), tb.data_ptr(), out.data_ptr()), (gb, tb, tb, out)
+    flat(*ptrs, *(cpu.TAGS[v.dtype] for v in tags), out.numel(), cof, 4096, 0, 1, False)
+    return out.numpy()
 
 
 _ZERO = np.float32(0)

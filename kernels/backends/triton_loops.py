@@ -11,6 +11,8 @@ Imported only by the Triton backends; importing it imports triton.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -169,6 +171,73 @@ def _loss_bwd_strided_kernel(
 
 
 @triton.jit
+def _loss_bwd_strided2d_kernel(
+    g_ptr,
+    x_ptr,
+    t_ptr,
+    out_ptr,
+    rows,  # the coalesced, reordered walk's outer dim
+    cols,  # its inner dim: the inputs' unit stride where reorder found one
+    sg0,  # element strides of g, x, t, out over (rows, cols); 0 where broadcast. Passed as
+    sg1,  # integers, not a meta tensor, so Triton specializes a stride of 1 and can prove a
+    sx0,  # run contiguous: each operand is then loaded (and out stored) in 16-byte vectors along
+    sx1,  # its own unit-stride dim, and where those dims differ (transposed inputs, contiguous
+    st0,  # out) Triton exchanges the tile through shared memory instead of letting a warp touch
+    st1,  # 32 cache lines per access.
+    so0,
+    so1,
+    cof,
+    programs,
+    OP: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+):
+    # 2-d tiles of BM x BN walk elements, a persistent grid striding over the tiles: no division
+    # per element (the N-d walk's unravel is an int64 div and mod per dim and element).
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(cols, BN)
+    tiles = tl.cdiv(rows, BM) * tiles_n
+    for tile in range(pid, tiles, programs):
+        i = (tile // tiles_n).to(tl.int64) * BM + tl.arange(0, BM)[:, None]
+        j = (tile % tiles_n).to(tl.int64) * BN + tl.arange(0, BN)[None, :]
+        m = (i < rows) & (j < cols)
+        g = tl.load(g_ptr + (i * sg0 + j * sg1), mask=m).to(tl.float32)
+        x = tl.load(x_ptr + (i * sx0 + j * sx1), mask=m).to(tl.float32)
+        t = tl.load(t_ptr + (i * st0 + j * st1), mask=m).to(tl.float32)
+        v = _value(g, x, t, cof, OP)
+        _store_rounded(out_ptr, i * so0 + j * so1, v, m)
+
+
+@triton.jit
+def _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r, rmeta_ptr, m, cof, OP: tl.constexpr, NR: tl.constexpr):
+    """Term ``r`` of each lane's sum: the summed dims' offsets of flat index r (rmeta: int64 [4, NR],
+    their shape, then the strides of g, x, t), added to the lanes' kept-dim offsets."""
+    rrem = r
+    rg = 0
+    rx = 0
+    rt = 0
+    for k in tl.static_range(NR):
+        d = NR - 1 - k
+        size = tl.load(rmeta_ptr + d)
+        q = rrem % size
+        rrem = rrem // size
+        rg += q * tl.load(rmeta_ptr + NR + d)
+        rx += q * tl.load(rmeta_ptr + 2 * NR + d)
+        rt += q * tl.load(rmeta_ptr + 3 * NR + d)
+    g = tl.load(g_ptr + bg + rg, mask=m).to(tl.float32)
+    x = tl.load(x_ptr + bx + rx, mask=m).to(tl.float32)
+    t = tl.load(t_ptr + bt + rt, mask=m).to(tl.float32)
+    return _value(g, x, t, cof, OP)
+
+
+@triton.jit
+def _kahan(acc, comp, v):
+    y = v - comp
+    tot = acc + y
+    return tot, (tot - acc) - y
+
+
+@triton.jit
 def _loss_bwd_reduce_kernel(
     g_ptr,
     x_ptr,
@@ -188,10 +257,14 @@ def _loss_bwd_reduce_kernel(
 ):
     # Each output element sums its broadcast dims in ascending order whatever the tiling, so every
     # config gives bitwise the same result; Kahan compensation keeps the float32 sum accurate.
+    # Terms are loaded four at a time before any is added (same order, same bits): a lane's loads
+    # do not wait on its sum, so four are in flight where one load's latency bounded each term
+    # (a sum of 64 terms is 64 memory latencies in a row on a GPU otherwise).
     pid = tl.program_id(0).to(tl.int64)
     chunk = tl.cdiv(tl.cdiv(n_out, programs), BLOCK) * BLOCK
     start = pid * chunk
     end = tl.minimum(start + chunk, n_out)
+    n4 = n_red // 4 * 4
     for s in range(start, end, BLOCK):
         for j in range(0, BLOCK, SUB):
             offs = s + j + tl.arange(0, SUB)
@@ -199,31 +272,40 @@ def _loss_bwd_reduce_kernel(
             bg, bx, bt, bo = _unravel(offs, kmeta_ptr, NK, SUB)
             acc = tl.zeros([SUB], dtype=tl.float32)
             comp = tl.zeros([SUB], dtype=tl.float32)
-            for r in range(0, n_red):
-                rrem = r
-                rg = 0
-                rx = 0
-                rt = 0
-                for k in tl.static_range(NR):
-                    d = NR - 1 - k
-                    size = tl.load(rmeta_ptr + d)
-                    q = rrem % size
-                    rrem = rrem // size
-                    rg += q * tl.load(rmeta_ptr + NR + d)
-                    rx += q * tl.load(rmeta_ptr + 2 * NR + d)
-                    rt += q * tl.load(rmeta_ptr + 3 * NR + d)
-                g = tl.load(g_ptr + bg + rg, mask=m).to(tl.float32)
-                x = tl.load(x_ptr + bx + rx, mask=m).to(tl.float32)
-                t = tl.load(t_ptr + bt + rt, mask=m).to(tl.float32)
-                y = _value(g, x, t, cof, OP) - comp
-                tot = acc + y
-                comp = (tot - acc) - y
-                acc = tot
+            for r in range(0, n4, 4):
+                v0 = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r, rmeta_ptr, m, cof, OP, NR)
+                v1 = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r + 1, rmeta_ptr, m, cof, OP, NR)
+                v2 = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r + 2, rmeta_ptr, m, cof, OP, NR)
+                v3 = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r + 3, rmeta_ptr, m, cof, OP, NR)
+                acc, comp = _kahan(acc, comp, v0)
+                acc, comp = _kahan(acc, comp, v1)
+                acc, comp = _kahan(acc, comp, v2)
+                acc, comp = _kahan(acc, comp, v3)
+            for r in range(n4, n_red):
+                acc, comp = _kahan(acc, comp, _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r, rmeta_ptr, m, cof, OP, NR))
             _store_rounded(out_ptr, bo, acc, m)
 
 
-def launch(ex: Executor, *, extra: dict[str, object]) -> None:
-    """Launch the executor's variant. ``extra`` carries backend launch options (num_warps, multibuffer)."""
+def tile_2d(tile: int, cols: int) -> tuple[int, int]:
+    """(BM, BN) of the 2-d strided walk for a config's ``tile`` elements: the inner dim whole where
+    it fits (a power of two at or above it), the rest as rows. Both powers of two, as tl.arange
+    needs: tile is one (kernels.tiling.CUDA_TILES)."""
+    bn = min(tile, triton.next_power_of_2(max(1, cols)))
+    return tile // bn, bn
+
+
+@functools.lru_cache(maxsize=256)
+def _meta(rows: tuple[tuple[int, ...], ...], device: torch.device) -> torch.Tensor:
+    """A geometry's int64 shape-and-strides rows on the device, built once per geometry: a
+    host-to-device copy per launch would cost more than a 2^20-element kernel on a GPU."""
+    return torch.tensor(rows, dtype=torch.int64).to(device)
+
+
+def launch(ex: Executor, *, extra: dict[str, object], tiles_2d: bool = True) -> None:
+    """Launch the executor's variant. ``extra`` carries backend launch options (num_warps, multibuffer).
+
+    ``tiles_2d``: a strided walk of one or two coalesced dims takes the 2-d tile kernel (CUDA and
+    the interpreter); False keeps the N-d walk's SUB-element pieces (the NPU's Unified Buffer)."""
     cfg, geo = ex.config, ex.geometry
     sub = cfg.sub_tile or cfg.tile
     x = ex.inp if ex.formula.reads_input else ex.target  # KL never reads input's values
@@ -247,15 +329,35 @@ def launch(ex: Executor, *, extra: dict[str, object]) -> None:
         return
     x_row = 1 if ex.formula.reads_input else 2
     device = ex.out.device
+    if cfg.variant is Variant.STRIDED and tiles_2d and len(geo.shape) <= 2:
+        shape = (1, *geo.shape) if len(geo.shape) == 1 else geo.shape
+        operands = [geo.strides[0], geo.strides[x_row], geo.strides[2], geo.strides[3]]
+        strides = [s for st in operands for s in ((0, *st) if len(st) == 1 else st)]
+        bm, bn = tile_2d(cfg.tile, shape[1])
+        _loss_bwd_strided2d_kernel[grid](
+            ex.grad,
+            x,
+            ex.target,
+            ex.out,
+            shape[0],
+            shape[1],
+            *strides,
+            ex.cof,
+            cfg.cores,
+            OP=op,
+            BM=bm,
+            BN=bn,
+            **extra,
+        )
+        return
     if cfg.variant is Variant.STRIDED:
-        rows = [geo.shape, geo.strides[0], geo.strides[x_row], geo.strides[2], geo.strides[3]]
-        meta = torch.tensor(rows, dtype=torch.int64).to(device)
+        rows = (geo.shape, geo.strides[0], geo.strides[x_row], geo.strides[2], geo.strides[3])
         _loss_bwd_strided_kernel[grid](
             ex.grad,
             x,
             ex.target,
             ex.out,
-            meta,
+            _meta(rows, device),
             geo.numel,
             ex.cof,
             cfg.cores,
@@ -266,18 +368,16 @@ def launch(ex: Executor, *, extra: dict[str, object]) -> None:
             **extra,
         )
         return
-    kmeta = torch.tensor(
-        [geo.shape, geo.strides[0], geo.strides[x_row], geo.strides[2], geo.strides[3]], dtype=torch.int64
-    )
-    rmeta = torch.tensor([geo.rshape, geo.rstrides[0], geo.rstrides[x_row], geo.rstrides[2]], dtype=torch.int64)
+    kmeta = _meta((geo.shape, geo.strides[0], geo.strides[x_row], geo.strides[2], geo.strides[3]), device)
+    rmeta = _meta((geo.rshape, geo.rstrides[0], geo.rstrides[x_row], geo.rstrides[2]), device)
     n_red = geo.numel // max(1, geo.n_out)
     _loss_bwd_reduce_kernel[grid](
         ex.grad,
         x,
         ex.target,
         ex.out,
-        kmeta.to(device),
-        rmeta.to(device),
+        kmeta,
+        rmeta,
         geo.n_out,
         n_red,
         ex.cof,

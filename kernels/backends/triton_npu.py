@@ -62,7 +62,9 @@ class NpuBackend:
         return npu_space(self._facts, geometry.variants, geometry.numel, dtype.itemsize, formula.live_buffers)
 
     def launch(self, ex: Executor) -> None:
-        triton_loops.launch(ex, extra={"multibuffer": ex.config.multibuffer})
+        # The N-d walk's SUB pieces are sized to the Unified Buffer; the 2-d tile kernel is CUDA's
+        # (not written for triton-ascend's UB budget, and never run on an NPU).
+        triton_loops.launch(ex, extra={"multibuffer": ex.config.multibuffer}, tiles_2d=False)
 
     def synchronize(self) -> None:
         torch.npu.synchronize()

@@ -140,6 +140,20 @@ def test_a_below_roofline_row_under_the_large_size_is_no_miss() -> None:
     assert evaluate([*_met(), _row(numel=2**22, roofline_pct=20.0)])[1] == []
 
 
+def test_a_cuda_report_holds_every_dtype_to_90_percent_from_2p26_on() -> None:
+    """The GPU's goal: the device-to-device copy as the roofline, 90% from 2^26 elements on, for
+    16-bit too; its 2^24 rows are no roofline goal (a few microseconds, a launch's latency)."""
+    rows = [
+        _row("float16", 2**24, backend="cuda", roofline_pct=50.0),
+        _row("float16", 2**26, backend="cuda", roofline_pct=90.0),
+        _row("bfloat16", 2**26, "mean", backend="cuda", roofline_pct=85.0),
+        _row("bfloat16", 2**26, backend="cpu", roofline_pct=85.0),  # the CPU's 80% line
+    ]
+    table, misses = evaluate(rows)
+    assert [(m.dtype, m.what, m.goal) for m in misses] == [("bfloat16", "roofline 0-d 2^26", ">= 90%")]
+    assert table[0].roofline == {("full", 2**26): 90.0}
+
+
 def _report(path: Path, rows: list[dict[str, object]]) -> Path:
     path.write_text(json.dumps({"header": "losstune bench --report on box\nmedians", "rows": rows}))
     return path

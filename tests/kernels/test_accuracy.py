@@ -226,10 +226,16 @@ def test_l1_promotes_mixed_dtypes(backend: str, device: str) -> None:
 def test_empty_launches_nothing_and_leaves_out(backend: str, device: str) -> None:
     out = torch.full((0, 3), 5.0, device=device)
     _, ex = kernels.aclnn.mse_loss_backward_get_workspace_size(
-        torch.ones(0, 3), torch.ones(0, 3), torch.ones(1, 3), 1, out, backend=backend
+        torch.ones(0, 3, device=device),
+        torch.ones(0, 3, device=device),
+        torch.ones(1, 3, device=device),
+        1,
+        out,
+        backend=backend,
     )
     assert ex.empty
     kernels.aclnn.mse_loss_backward(None, 0, ex)
     kl_out = torch.full((2, 1), 5.0, device=device)  # B = (2, 0): empty, out untouched
-    kernels.kl_div_backward(torch.ones(2, 0), torch.ones(2, 1), torch.ones(2, 0), "sum", out=kl_out, backend=backend)
+    empty, one = torch.ones(2, 0, device=device), torch.ones(2, 1, device=device)
+    kernels.kl_div_backward(empty, one, empty, "sum", out=kl_out, backend=backend)
     assert kl_out.cpu().tolist() == [[5.0], [5.0]]

@@ -108,6 +108,10 @@ class Space:
     knobs: tuple[tuple[str, tuple[object, ...]], ...]
     constraints: tuple[Constraint, ...]
     default: Tiling
+    # Points a study measures right after the default, before its sampler draws: where a backend
+    # knows which corner of a large space a memory-bound loop wants (cuda_space), a short study
+    # starts there instead of at random. Starting points, not members of another kind: not hashed.
+    seeds: tuple[Tiling, ...] = ()
 
     def violations(self, config: Tiling) -> list[str]:
         """Names of the constraints (and knob ranges) a config breaks; empty when it is a member."""
@@ -272,6 +276,15 @@ CUDA_WARPS = (1, 2, 4, 8, 16)
 CUDA_WAVES = 8  # at most 8 programs per SM; beyond that a persistent grid buys nothing
 
 
+# Seeds of a CUDA study: (tile, num_warps), each at CUDA_WAVES programs per SM. The default's
+# 4 programs of 1024 elements per SM kept 16 KiB of loads in flight per SM for a 16-bit KL (two
+# 2-byte inputs) and reached 42-72% of the copy on an H200 at 2^26, against 88-95% for float32
+# MSE's 48 KiB (results/bench/*-nvidia-h200/report.txt); Little's law on HBM3e (about 4 TB/s, a
+# microsecond of latency under load) wants 30 KiB or more per SM. Larger steps and more programs
+# put more bytes in flight; four random draws of a 1056 x 6 x 5 x 2 space rarely land there.
+CUDA_SEEDS = ((4096, 8), (8192, 8), (2048, 4))
+
+
 def cuda_space(facts: DeviceFacts, variants: tuple[Variant, ...], numel: int) -> Space:
     """Default: Triton tutorial practice, BLOCK 1024, 4 warps, up to 4 programs per SM."""
     programs = tuple(range(1, CUDA_WAVES * facts.cores + 1))
@@ -280,7 +293,18 @@ def cuda_space(facts: DeviceFacts, variants: tuple[Variant, ...], numel: int) ->
     )
     threads = Constraint("warps_fit_block", "tile >= 32 * num_warps", lambda c: c.tile >= 32 * c.num_warps)
     knobs = (("variant", variants), ("tile", CUDA_TILES), ("cores", programs), ("num_warps", CUDA_WARPS))
-    return Space("cuda", knobs, (threads,), default)
+    seeds = tuple(
+        dict.fromkeys(
+            Tiling(
+                tile=tile,
+                cores=max(1, min(CUDA_WAVES * facts.cores, math.ceil(numel / tile))),
+                variant=variants[0],
+                num_warps=warps,
+            )
+            for tile, warps in CUDA_SEEDS
+        )
+    )
+    return Space("cuda", knobs, (threads,), default, tuple(s for s in seeds if s != default))
 
 
 # ---- npu: Ascend vector cores, the Unified Buffer budget ---------------------------------------------

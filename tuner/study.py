@@ -2,9 +2,10 @@
 
 Every trial is checked against the float64 reference before it is timed; a config that breaks a
 space constraint, fails to compile, raises, gives wrong values or runs past the time limit is
-recorded with its reason and never wins. The backend default and the frozen config are enqueued
-first. After the search the best finalists and the default are re-measured interleaved; the winner
-is kept only if it beats the default by 2% or more in every one of those rounds.
+recorded with its reason and never wins. The backend default, the frozen config and the space's
+seeds (Space.seeds: CUDA's large steps) are enqueued first. After the search the best finalists
+and the default are re-measured interleaved; the winner is kept only if it beats the default by 2%
+or more in every one of those rounds.
 """
 
 from __future__ import annotations
@@ -405,6 +406,7 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     start = [space.default]
     if base.config_source.startswith("frozen"):  # phase one's own lookup: every table the device reads
         start.append(base.config)
+    start += [c for c in space.seeds if c in space and c not in start]  # the backend's starting points
     if grid:
         rest = [c for c in space if c not in start]
         random.Random(opts.seed).shuffle(rest)

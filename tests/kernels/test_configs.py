@@ -118,6 +118,20 @@ def test_space_hash_is_stable_and_sensitive() -> None:
     )
 
 
+def test_cuda_seeds_are_members_with_more_bytes_in_flight_than_the_default() -> None:
+    """The seeds a CUDA study starts from: legal points with larger steps at 8 programs per SM,
+    as many programs as the size has steps below that, none repeating the default."""
+    facts = DeviceFacts("cuda", "h200", 132)
+    big = cuda_space(facts, (Variant.FLAT, Variant.STRIDED), 1 << 24)
+    assert [(c.tile, c.num_warps, c.cores) for c in big.seeds] == [(4096, 8, 1056), (8192, 8, 1056), (2048, 4, 1056)]
+    assert all(c in big and c.variant is Variant.FLAT and c.tile * c.cores > 4 * 132 * 1024 for c in big.seeds)
+    small = cuda_space(facts, (Variant.SCALAR_GRAD, Variant.STRIDED), 5000)
+    assert [c.cores for c in small.seeds] == [2, 1, 3] and all(c in small for c in small.seeds)
+    tiny = cuda_space(facts, (Variant.FLAT,), 10)
+    assert len(set(tiny.seeds)) == len(tiny.seeds) and tiny.default not in tiny.seeds
+    assert big.hash == small.hash or big.seeds != small.seeds  # seeds are starting points, not hashed
+
+
 def test_cpu_default_follows_pytorch_grain_size() -> None:
     facts = DeviceFacts("cpu", "x", 8)
     assert cpu_space(facts, (Variant.FLAT,), 1000).default.cores == 1

@@ -50,6 +50,39 @@ def test_default_is_the_first_trial_and_failures_never_win(storage: str) -> None
     assert study.user_attrs["final"]["kernel_hash"] and study.user_attrs["space_hash"]
 
 
+def test_space_seeds_run_right_after_the_default_plumbing_cpu_space_given_seeds(
+    storage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plumbing: the CPU space has no seeds, so the test hands it two (CUDA's cannot run here); a
+    short study must measure them before its sampler draws anything, skipping one outside the space."""
+    import dataclasses
+
+    from kernels import backends, dispatch
+    from kernels.tiling import Tiling
+
+    cpu = backends.get("cpu")
+    real_space = cpu.space
+    outside = Tiling(tile=3, cores=1)
+
+    def seeded(formula, geometry, dtype):  # type: ignore[no-untyped-def]
+        space = real_space(formula, geometry, dtype)
+        seeds = (dataclasses.replace(space.default, tile=1024), outside, dataclasses.replace(space.default, tile=256))
+        return dataclasses.replace(space, seeds=seeds)
+
+    monkeypatch.setattr(cpu, "space", seeded)
+    dispatch.clear_plans()  # a plan cached by an earlier test holds the unseeded space
+    opts = st.TuneOptions(storage=storage, sampler="random", min_time_s=0.002, rounds=2, trials=4)  # not a grid
+    try:
+        result = st.tune_case(CASE, opts)
+    finally:
+        dispatch.clear_plans()  # nor may a later test find the seeded one
+    study = optuna.load_study(study_name=result.name, storage=st.open_storage(storage))
+    enqueued = [t.user_attrs["config"] for t in study.trials if "fixed_params" in t.system_attrs]
+    # the default, this host's frozen config where its table has one, then the two seeds in the space
+    assert enqueued[0]["tile"] == 4096 and [c["tile"] for c in enqueued[-2:]] == [1024, 256] and len(enqueued) <= 4
+    assert study.trials[: len(enqueued)] == [t for t in study.trials if "fixed_params" in t.system_attrs]
+
+
 def _param(value: object) -> object:
     return getattr(value, "value", value)  # optuna stores an enum knob by its value
 

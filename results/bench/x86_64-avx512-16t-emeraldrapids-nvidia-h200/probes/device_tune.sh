@@ -2,7 +2,7 @@
 # Run 3 on a lent GPU host (the device tool): resume run 2's studies (results/tuning/cuda-nvidia-h200.log)
 # with the space's seeds, freeze, and re-time the roofline rows (2^24, 2^26) against the new table.
 set -u
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../../../.."
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD

@@ -2,7 +2,7 @@
 # Run 1 on a lent GPU host (the device tool): the CUDA backend's tests and a short bench, every
 # stage time-boxed, every output under $OUT. Needs optuna's wheels in .whl (the image has no optuna).
 set -u
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../../../.."
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD

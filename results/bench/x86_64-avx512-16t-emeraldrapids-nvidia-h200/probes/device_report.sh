@@ -2,7 +2,7 @@
 # Run 2 on a lent GPU host (the device tool): tune the 2^24 buckets, freeze them, then the full
 # `bench --report` against the frozen table; every stage time-boxed, every output under $OUT.
 set -u
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../../../.."
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD

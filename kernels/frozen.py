@@ -213,37 +213,41 @@ def lookup(
             if config is not None:
                 larger = int(entry.get("bucket", 0)) <= key.bucket  # type: ignore[call-overload]
                 source = f"frozen {table.path.name} [nearest 2^{entry.get('bucket')}"
-                return _carried(config, space, source, stream=larger)
+                return _carried(config, space, source, larger=larger)
     for table in tables:
         common = (table.common or {}).get(common_name(key.op.value, key.log_target, key.layout.value))
         if isinstance(common, dict):
             config = _usable(table, common, space, backend, same_problem=False)
             if config is not None:
-                return _carried(config, space, f"frozen {table.path.name} [best common", stream=False)
+                return _carried(config, space, f"frozen {table.path.name} [best common", larger=False)
     return None
 
 
-def _carried(config: Tiling, space: Space, source: str, *, stream: bool) -> tuple[Tiling, str]:
-    """A config tuned on another problem, capped at this problem's default core count, and with
-    ordinary stores unless ``stream`` (it goes to a problem at least as large as its own) or this
-    problem's default streams (the transposed walk's does from 16 MiB of out on).
+def _carried(config: Tiling, space: Space, source: str, *, larger: bool) -> tuple[Tiling, str]:
+    """A config tuned on another problem: capped at this problem's default core count unless
+    ``larger`` (it goes to a problem at least as large as its own), and with ordinary stores unless
+    ``larger`` or this problem's default streams (the transposed walk's does from 16 MiB of out on).
+    The size-blind common config is never ``larger``.
 
     Every backend's default sizes its cores (threads, programs, AI cores) to the work; a config
     tuned at 2^16 with two threads, carried to 2^10, spent 8 us waking a thread for 1 us of work
     (results/performance.md). More cores than the default never pays on a smaller problem, so the
-    cap keeps the tuned tile and variant and takes the default's parallelism. Streamed stores pay
+    cap keeps the tuned tile and variant and takes the default's parallelism. On a larger problem
+    the tuned count stands: a default that stops growing (CUDA's 4 programs per SM) would undo the
+    tuning there, as it did on an H200, where 2^24's 8 programs per SM went to 2^26 as 4
+    (results/performance.md, section 57). Streamed stores pay
     only once out no longer fits the cache, and cost 1.0-1.25x where it still does (section 20): a
     smaller problem, or one of any size through the size-blind common config, stores as its own
     default does. A config carried from a smaller problem that did not stream does not switch off
     a default's streaming either: that smaller out may have fit the cache where this one does not.
     """
     notes = []
-    if config.cores > space.default.cores:
+    if config.cores > space.default.cores and not larger:
         capped = dataclasses.replace(config, cores=space.default.cores)
         if capped in space:
             config = capped
             notes.append(f"cores capped at {capped.cores}")
-    want = space.default.stream or (config.stream and stream)
+    want = space.default.stream or (config.stream and larger)
     if config.stream != want:
         config = dataclasses.replace(config, stream=want)  # a member: every space with the knob has both
         notes.append("streamed as the default" if want else "not streamed")

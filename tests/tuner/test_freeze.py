@@ -13,7 +13,7 @@ import torch
 from kernels import backends, frozen, tiling
 from kernels.executor import ProblemKey
 from kernels.modes import GradKind, Layout, Op, Reduction, Variant
-from kernels.tiling import Tiling
+from kernels.tiling import DeviceFacts, Tiling, cuda_space
 from tuner.freeze import write_atomic
 from tuner.problems import Case, InputLayout
 from tuner.restamp import probe_case
@@ -28,7 +28,7 @@ def _space_and_key(bucket: int = 16) -> tuple[object, ProblemKey]:
     return ex.space, ex.key
 
 
-def _entry(key: ProblemKey, space: object, bucket: int, config: Tiling) -> dict[str, object]:
+def _entry(key: ProblemKey, space: object, bucket: int, config: Tiling, backend: str = "cpu") -> dict[str, object]:
     return {
         "op": key.op.value,
         "dtype": key.dtype,
@@ -38,15 +38,19 @@ def _entry(key: ProblemKey, space: object, bucket: int, config: Tiling) -> dict[
         "reduction_kind": key.reduction_kind,
         "config": config.to_dict(),
         "space_hash": space.hash,
-        "kernel_hash": frozen.kernel_hash("cpu", key.op.value),
+        "kernel_hash": frozen.kernel_hash(backend, key.op.value),
     }  # type: ignore[attr-defined]
 
 
 def _write(
-    root: Path, entries: list[dict[str, object]], common: dict[str, object] | None = None, device: str = "dev"
+    root: Path,
+    entries: list[dict[str, object]],
+    common: dict[str, object] | None = None,
+    device: str = "dev",
+    backend: str = "cpu",
 ) -> None:
     write_atomic(
-        frozen.config_path("cpu", device, root), {"schema_version": 1, "entries": entries, "common": common or {}}
+        frozen.config_path(backend, device, root), {"schema_version": 1, "entries": entries, "common": common or {}}
     )
     frozen.load.cache_clear()
 
@@ -109,6 +113,30 @@ def test_a_config_carried_to_a_smaller_problem_keeps_its_default_core_count(tmp_
     big_space, big_key = _space_and_key(20)
     key_22 = ProblemKey(big_key.op, big_key.dtype, 22, big_key.grad_kind, big_key.layout, big_key.reduction_kind)
     assert frozen.lookup("cpu", "dev", key_22, big_space, tmp_path) == (tuned_big, "frozen dev.json [nearest 2^16]")
+
+
+def test_a_config_carried_to_a_larger_problem_keeps_its_tuned_core_count(tmp_path: Path) -> None:
+    """CUDA's default stops at 4 programs per SM, so a 2^24 entry tuned at 8 per SM, carried to 2^26,
+    must keep its 8: capped at the default, the carry took half the tuned programs (an H200's 16-bit
+    rows ran at 4 per SM). The size-blind common config is still capped."""
+    facts = DeviceFacts("cuda", "h200", 132)
+    small = cuda_space(facts, (Variant.FLAT, Variant.STRIDED), 1 << 24)
+    big = cuda_space(facts, (Variant.FLAT, Variant.STRIDED), 1 << 26)
+    assert big.default.cores == 528
+    key = ProblemKey(Op.MSE, "bfloat16", 24, GradKind.FULL, Layout.CONTIGUOUS, "none")
+    tuned = Tiling(tile=4096, cores=1056, variant=Variant.FLAT, num_warps=8)
+    common = Tiling(tile=8192, cores=1056, variant=Variant.FLAT, num_warps=8)
+    entries = [_entry(key, small, 24, tuned, "cuda")]
+    _write(tmp_path, entries, {"mse": _entry(key, small, 0, common, "cuda")}, backend="cuda")
+    at26 = dataclasses.replace(key, bucket=26)
+    assert frozen.lookup("cuda", "dev", at26, big, tmp_path) == (tuned, "frozen dev.json [nearest 2^24]")
+    at20 = dataclasses.replace(key, bucket=20)
+    space20 = cuda_space(facts, (Variant.FLAT, Variant.STRIDED), 1 << 20)
+    capped = dataclasses.replace(tuned, cores=space20.default.cores)
+    carried = (capped, "frozen dev.json [nearest 2^24, cores capped at 528]")
+    assert frozen.lookup("cuda", "dev", at20, space20, tmp_path) == carried
+    other = dataclasses.replace(key, dtype="float16")
+    assert frozen.lookup("cuda", "dev", other, big, tmp_path)[1] == "frozen dev.json [best common, cores capped at 528]"
 
 
 def test_a_streamed_config_streams_only_on_problems_at_least_as_large_as_its_own(tmp_path: Path) -> None:

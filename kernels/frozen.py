@@ -204,8 +204,12 @@ def lookup(
             if config is not None:
                 return config, f"frozen {table.path.name} [exact 2^{key.bucket}]"
     for table in tables:
-        near = sorted(
-            (e for e in table.entries if _matches(e, key, bucket=False) and e.get("bucket") != key.bucket),
+        near = sorted(  # an entry without a whole-number bucket has no distance: not a nearest one
+            (
+                e
+                for e in table.entries
+                if _matches(e, key, bucket=False) and isinstance(e.get("bucket"), int) and e["bucket"] != key.bucket
+            ),
             key=lambda e: abs(int(e.get("bucket", 0)) - key.bucket),  # type: ignore[call-overload]
         )
         for entry in near:

@@ -1,9 +1,11 @@
 """The Triton backends' 2-d tile walk (triton_loops._loss_bwd_strided2d_kernel): every strided call
 of one or two coalesced dims goes through it on CUDA and under the interpreter, tiles ragged on both
-dims, and the tile split (BM x BN) follows the inner dim."""
+dims, and the tile split (BM x BN) follows the inner dim. And the Triton reduce walk's order: each
+output's terms Kahan-summed in ascending order, to the bit, whatever the config."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -46,12 +48,14 @@ def _views(kind: str, dtype: torch.dtype, device: str) -> tuple[torch.Tensor, to
         return rand(70, 37).t(), rand(70, 37).t(), rand(70, 37).t()
     if kind == "broadcast":  # target one row over 5 rows of 1000
         return rand(5, 1000), rand(5, 1000), rand(1, 1000).expand(5, 1000)
-    if kind == "sliced":  # every second column: strides (2000, 2), no unit stride in x
-        return rand(3, 1000), rand(3, 2000)[:, ::2], rand(3, 1000)
+    if kind == "sliced":  # x's rows 1024 apart, the others' 1000: a 2-d walk, unit stride inside
+        return rand(3, 1000), rand(3, 1024)[:, :1000], rand(3, 1000)
+    if kind == "column":  # target one column broadcast along the rows: stride 0 on the inner dim
+        return rand(5, 1000), rand(5, 1000), rand(5, 1).expand(5, 1000)
     return rand(999), rand(2997)[::3], rand(999)  # "1-d": one strided dim, walked as (1, 999)
 
 
-@pytest.mark.parametrize("kind", ("transposed", "broadcast", "sliced", "1-d"))
+@pytest.mark.parametrize("kind", ("transposed", "broadcast", "sliced", "column", "1-d"))
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("tile", (256, 1024))
 def test_two_dim_walk_matches_reference_on_ragged_tiles(
@@ -61,8 +65,56 @@ def test_two_dim_walk_matches_reference_on_ragged_tiles(
     g, x, t = _views(kind, dtype, device)
     out = torch.full(g.shape, float("nan"), dtype=dtype, device=device)  # every element must be written
     _, ex = kernels.aclnn.mse_loss_backward_get_workspace_size(g, x, t, 0, out, backend=triton_backend)
-    assert ex.config.variant is Variant.STRIDED and len(ex.geometry.shape) <= 2, ex.geometry
+    assert ex.config.variant is Variant.STRIDED and len(ex.geometry.shape) == (1 if kind == "1-d" else 2), ex.geometry
     cores = 3  # a persistent grid of fewer programs than tiles: each program strides over several
     config = Tiling(tile=tile, cores=cores, variant=Variant.STRIDED, num_warps=4)
     kernels.mse_loss_backward(g, x, t, "none", out=out, backend=triton_backend, config=config)
     assert_within(out, kernels.ops.mse.reference(g, x, t, "none"), ulps_for(dtype))
+
+
+def _kahan_ascending(terms: np.ndarray) -> np.ndarray:
+    """float32 Kahan sums of ``terms`` (summed index first, then outputs), each in ascending order."""
+    acc = np.zeros(terms.shape[1], np.float32)
+    comp = np.zeros(terms.shape[1], np.float32)
+    for v in terms:
+        y = v - comp
+        tot = acc + y
+        comp = (tot - acc) - y
+        acc = tot
+    return acc
+
+
+# input, target (= grad) shapes: 7 terms (a group of four, then three alone); 3 x 4 over two summed dims
+SUMS = {"seven": ((1, 64), (7, 64)), "two-dims": ((64, 1), (3, 64, 4))}
+
+
+@pytest.mark.parametrize("sums", SUMS)
+@pytest.mark.parametrize("tile", (256, 1024))
+def test_reduce_walk_sums_each_output_in_ascending_kahan_order_to_the_bit(
+    triton_backend: str, sums: str, tile: int
+) -> None:
+    device = backends.info(triton_backend).device_type
+    x_shape, t_shape = SUMS[sums]
+    gen = torch.Generator().manual_seed(5)
+    # magnitudes 2^-20..2^20, so that a plain float32 sum and a Kahan sum disagree on most outputs
+    scale = torch.pow(2.0, torch.randint(-20, 21, t_shape, generator=gen).double())
+    t = (torch.rand(t_shape, generator=gen, dtype=torch.float64) * scale).float()
+    g = torch.randn(t_shape, generator=gen)
+    x = torch.zeros(x_shape)
+    out = torch.full(x_shape, float("nan"), device=device)
+    config = Tiling(tile=tile, cores=2, variant=Variant.REDUCE, num_warps=4)
+    args = (g.to(device), x.to(device), t.to(device))
+    _, ex = kernels.aclnn.kl_div_backward_get_workspace_size(*args, "sum", False, out, backend=triton_backend)
+    assert ex.config.variant is Variant.REDUCE and len(ex.geometry.rshape) == len(t_shape) - 1
+    kernels.kl_div_backward(*args, "sum", log_target=False, out=out, backend=triton_backend, config=config)
+    # KL's term in float32 as the kernel has it, (-t * g) * 1, laid out (terms in B's row-major order, outputs)
+    terms = (-t.numpy() * g.numpy()).astype(np.float32)
+    if sums == "two-dims":
+        terms = terms.transpose(0, 2, 1).reshape(12, 64)  # (i, k) in ascending order for each output j
+    expected = _kahan_ascending(terms)
+    plain = np.zeros(64, np.float32)
+    for v in terms:
+        plain = plain + v
+    assert (expected != plain).sum() > 3  # the compensation is visible in the bits
+    got = out.cpu().reshape(-1).numpy()
+    assert np.array_equal(got.view(np.int32), expected.view(np.int32)), (got, expected)

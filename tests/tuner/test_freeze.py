@@ -137,6 +137,9 @@ def test_a_config_carried_to_a_larger_problem_keeps_its_tuned_core_count(tmp_pat
     assert frozen.lookup("cuda", "dev", at20, space20, tmp_path) == carried
     other = dataclasses.replace(key, dtype="float16")
     assert frozen.lookup("cuda", "dev", other, big, tmp_path)[1] == "frozen dev.json [best common, cores capped at 528]"
+    no_bucket = {k: v for k, v in _entry(key, small, 24, tuned, "cuda").items() if k != "bucket"}
+    _write(tmp_path, [no_bucket], backend="cuda")  # no distance to anything: never a nearest bucket
+    assert frozen.lookup("cuda", "dev", at26, big, tmp_path) is None
 
 
 def test_a_streamed_config_streams_only_on_problems_at_least_as_large_as_its_own(tmp_path: Path) -> None:

@@ -73,14 +73,19 @@ def test_space_seeds_run_right_after_the_default_plumbing_cpu_space_given_seeds(
     dispatch.clear_plans()  # a plan cached by an earlier test holds the unseeded space
     opts = st.TuneOptions(storage=storage, sampler="random", min_time_s=0.002, rounds=2, trials=4)  # not a grid
     try:
+        base = st._Bench.make(CASE, "cpu").executor(None)
         result = st.tune_case(CASE, opts)
     finally:
         dispatch.clear_plans()  # nor may a later test find the seeded one
+    # The default, this host's frozen config where its table has one, then the seeds in the space
+    # that are neither (a frozen config may be a seed: measured once).
+    start = [base.space.default] + ([base.config] if base.config_source.startswith("frozen") else [])
+    expected = list(dict.fromkeys([*start, *(c for c in base.space.seeds if c in base.space)]))
+    assert [c.tile for c in base.space.seeds] == [1024, 3, 256] and outside not in base.space
     study = optuna.load_study(study_name=result.name, storage=st.open_storage(storage))
-    enqueued = [t.user_attrs["config"] for t in study.trials if "fixed_params" in t.system_attrs]
-    # the default, this host's frozen config where its table has one, then the two seeds in the space
-    assert enqueued[0]["tile"] == 4096 and [c["tile"] for c in enqueued[-2:]] == [1024, 256] and len(enqueued) <= 4
-    assert study.trials[: len(enqueued)] == [t for t in study.trials if "fixed_params" in t.system_attrs]
+    enqueued = [t for t in study.trials if "fixed_params" in t.system_attrs]
+    assert [t.user_attrs["config"] for t in enqueued] == [c.to_dict() for c in expected]
+    assert study.trials[: len(enqueued)] == enqueued  # before any draw of the sampler
 
 
 def _param(value: object) -> object:

@@ -183,9 +183,9 @@ def _loss_bwd_strided2d_kernel(
     sx0,  # run contiguous: each operand is then loaded (and out stored) in 16-byte vectors along
     sx1,  # its own unit-stride dim, and where those dims differ (transposed inputs, contiguous
     st0,  # out) Triton exchanges the tile through shared memory instead of letting a warp touch
-    st1,  # 32 cache lines per access.
-    so0,
-    so1,
+    st1,  # 32 cache lines per access. That needs BM > 1: tile_2d keeps the inner dim whole up
+    so0,  # to the tile, so an inner dim of a tile or more (a square transpose) gets one-row
+    so1,  # tiles, and out's stores go one element per line (not measured; the report's are 64).
     cof,
     programs,
     OP: tl.constexpr,

@@ -13,6 +13,7 @@ import ast
 import dataclasses
 import hashlib
 import json
+import platform
 import warnings
 from dataclasses import dataclass
 from functools import cache
@@ -183,7 +184,8 @@ def _usable(
         )
         return None
     if entry.get("kernel_hash") != kernel_hash(backend, str(entry.get("op"))):
-        _report(table.path, f"entry {entry.get('op')}/{entry.get('bucket')} is stale: tuned on other kernel source")
+        why = f"tuned on other kernel source{_python_note(entry)}"
+        _report(table.path, f"entry {entry.get('op')}/{entry.get('bucket')} is stale: {why}")
         return None
     if config not in space:
         return None  # e.g. a common config whose variant is not legal for this layout
@@ -225,6 +227,18 @@ def lookup(
             if config is not None:
                 return _carried(config, space, f"frozen {table.path.name} [best common", larger=False)
     return None
+
+
+def _python_note(entry: dict[str, object]) -> str:
+    """Why a hash may differ with the source unchanged: code_hash hashes ast.dump, whose text differs
+    between Python minors (3.12 adds type_params, 3.13 drops empty fields), so an entry frozen under
+    another minor reads stale here. Entries record their Python since session 38; older ones do not."""
+    versions = entry.get("versions")
+    hashed = str(versions.get("python", "")) if isinstance(versions, dict) else ""
+    here = platform.python_version()
+    if hashed and hashed.split(".")[:2] != here.split(".")[:2]:
+        return f" (or hashed under Python {hashed}, whose syntax trees dump unlike this Python {here}'s)"
+    return ""
 
 
 def _carried(config: Tiling, space: Space, source: str, *, larger: bool) -> tuple[Tiling, str]:

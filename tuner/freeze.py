@@ -6,6 +6,7 @@ import collections
 import importlib.metadata
 import json
 import os
+import platform
 import subprocess
 import tempfile
 from pathlib import Path
@@ -25,7 +26,9 @@ def git_commit() -> str:
 
 
 def versions() -> dict[str, str]:
-    found = {}
+    # Python's own: the kernel hash hashes ast.dump, whose text differs between Python minors
+    # (kernels.frozen.code_hash), so an entry is current only under the minor it was hashed on.
+    found = {"python": platform.python_version()}
     for dist in ("losstune", "torch", "numba", "triton", "optuna", "numpy"):
         try:
             found[dist] = importlib.metadata.version(dist)

@@ -199,7 +199,12 @@ def test_stale_entries_are_reported_and_skipped(tmp_path: Path) -> None:
     space, key = _space_and_key()
     stale_space = _entry(key, space, 16, space.default) | {"space_hash": "0" * 16}
     stale_kernel = _entry(key, space, 16, space.default) | {"kernel_hash": "f" * 16}
-    for stale, why in ((stale_space, "space hash"), (stale_kernel, "other kernel source")):
+    other_python = stale_kernel | {"versions": {"python": "2.7.18"}}  # the hash text differs by minor
+    for stale, why in (
+        (stale_space, "space hash"),
+        (stale_kernel, r"other kernel source; skipped"),
+        (other_python, r"other kernel source \(or hashed under Python 2\.7\.18, whose syntax trees"),
+    ):
         _write(tmp_path, [stale])
         with pytest.warns(frozen.FrozenConfigWarning, match=why):
             assert frozen.lookup("cpu", "dev", key, space, tmp_path) is None

@@ -2,8 +2,10 @@
 
 Warm-up, then timed runs until a minimum total time (and a minimum count); each run is bracketed
 by a device sync (CUDA events on GPUs), so the time is the device's. Median with p20/p80 and the
-raw samples are kept. ``cold_cache`` writes a buffer larger than the last-level cache between runs;
-``sets`` rotates through independent input sets so no run finds the previous one's data in cache.
+raw samples are kept. ``Span`` says what a sample covers: the device's work alone (kernels, the
+copy roofline, the vendor baseline) or the whole call with its host side (the one-shot call).
+``cold_cache`` writes a buffer larger than the last-level cache between runs; ``sets`` rotates
+through independent input sets so no run finds the previous one's data in cache.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import cache
 
 import torch
@@ -20,6 +23,26 @@ import torch
 from kernels import backends
 
 FLUSH_BYTES = 256 << 20  # larger than any last-level cache these hosts have
+LEAD_MIN_S = 20e-6  # the shortest spin queued ahead of a launch-free CUDA sample
+LEAD_MAX_S = 10e-3  # past this a call's host side is no launch path: time it as it comes
+
+
+class Span(str, Enum):
+    """What one sample covers where a device runs asynchronously to the host (CUDA).
+
+    DEVICE: the device's work alone, launch-free. The host's side of the call (Triton's Python
+    launcher, torch's dispatch: 20-60 us a call, results/performance.md, section 58) is queued
+    behind a spin kernel, so the start event fires only when the call's work is already queued.
+    Without it a start event recorded on an idle GPU timed the launch path too: every CUDA row
+    below 2^24 read 21-62 us, and a 130 us 16-bit kernel at 2^26 read ~15% slow against a copy
+    whose own dispatch is shorter.
+    CALL: from the call's start to its device work's end, host side included: the one-shot call.
+    On the CPU, and on NPU (torch_npu documents no spin kernel), both are the host's clock
+    around a sync.
+    """
+
+    DEVICE = "device"
+    CALL = "call"
 
 
 @dataclass(frozen=True)
@@ -50,12 +73,59 @@ def summarize(samples: list[float]) -> Timing:
     return Timing(statistics.median(ordered), _quantile(ordered, 0.2), _quantile(ordered, 0.8), tuple(samples))
 
 
-class _Clock:
-    """Device-side timing where there is a device; host perf_counter around a sync otherwise."""
+@cache
+def _spin_cycles_per_s(index: int) -> float:
+    """``torch.cuda._sleep``'s clock on device ``index``: it spins a given count of SM cycles."""
+    with torch.cuda.device(index):
+        torch.cuda._sleep(1000)  # the spin kernel's first launch loads it
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 2_000_000
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        return cycles / (start.elapsed_time(end) / 1e3)
 
-    def __init__(self, device: torch.device) -> None:
+
+class _Clock:
+    """Device-side timing where there is a device; host perf_counter around a sync otherwise.
+
+    ``lead_s`` (CUDA, Span.DEVICE): the spin queued ahead of each sample; ``time`` lengthens it
+    (and the sample is taken again) when the call's host side outran it, since then the GPU idled
+    inside the timed span."""
+
+    def __init__(self, device: torch.device, span: Span = Span.CALL) -> None:
         self.device = device
         self.cuda = device.type == "cuda"
+        self.launch_free = self.cuda and span is Span.DEVICE
+        self.lead_s = 0.0
+
+    def lead_for(self, fn: Callable[[], object]) -> None:
+        """Sizes the lead from one untimed call's host side (twice it, at least LEAD_MIN_S)."""
+        if not self.launch_free:
+            return
+        self.sync()
+        t0 = time.perf_counter()
+        fn()
+        host = time.perf_counter() - t0
+        self.sync()
+        self.lead_s = min(LEAD_MAX_S, max(LEAD_MIN_S, 2 * host))
+
+    def _device_time(self, fn: Callable[[], object]) -> float:
+        index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+        while True:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if self.launch_free:
+                torch.cuda._sleep(int(self.lead_s * _spin_cycles_per_s(index)))
+            t0 = time.perf_counter()
+            start.record()
+            fn()
+            end.record()
+            host = time.perf_counter() - t0
+            end.synchronize()
+            if not self.launch_free or host < self.lead_s or self.lead_s >= LEAD_MAX_S:
+                return start.elapsed_time(end) / 1e3
+            self.lead_s = min(LEAD_MAX_S, 2 * host)  # the host outran the spin: longer, and again
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -65,12 +135,7 @@ class _Clock:
 
     def time(self, fn: Callable[[], object]) -> float:
         if self.cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / 1e3
+            return self._device_time(fn)
         self.sync()
         t0 = time.perf_counter()
         fn()
@@ -88,17 +153,27 @@ def measure(
     min_runs: int = 5,
     max_runs: int = 10_000,
     cold_cache: bool = False,
+    span: Span = Span.DEVICE,
 ) -> Timing:
-    """Time ``run(i)`` where ``i`` picks the input set (rotating over ``sets``)."""
+    """Time ``run(i)`` where ``i`` picks the input set (rotating over ``sets``).
+
+    Runs until ``min_time_s`` of timed samples (and ``min_runs`` of them); launch-free CUDA
+    samples also stop at four times ``min_time_s`` of the host's wall clock: such a sample of a
+    few microseconds costs the host its whole launch path and the lead, so a budget counted in
+    device time alone took hundreds of samples where tens tell the median."""
     device = torch.device(device)
-    clock = _Clock(device)
+    clock = _Clock(device, span)
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=device) if cold_cache else None
     for i in range(warmup):
         run(i % sets)
+    clock.lead_for(lambda: run(0))
     samples: list[float] = []
     total = 0.0
     i = 0
-    while (total < min_time_s or len(samples) < min_runs) and len(samples) < max_runs:
+    wall_end = time.perf_counter() + 4 * min_time_s if clock.launch_free else float("inf")
+    while ((total < min_time_s and time.perf_counter() < wall_end) or len(samples) < min_runs) and len(
+        samples
+    ) < max_runs:
         if flush is not None:
             flush.fill_(float(i))
             clock.sync()
@@ -134,10 +209,15 @@ def interleaved(
     rounds: int,
     min_time_s: float = 0.1,
     seed: int = 0,
+    spans: Sequence[Span] = (),
 ) -> list[Rounds]:
     """``measure`` each of ``runs`` once per round, in an order shuffled anew every round
     (``random.Random(seed)``), so a slow spell of a shared host hits them all alike and their
-    ratios, round by round, cancel it. One Rounds per run, in the order given."""
+    ratios, round by round, cancel it. ``spans``: each run's Span (default: Span.DEVICE for all).
+    One Rounds per run, in the order given."""
+    if spans and len(spans) != len(runs):
+        raise ValueError(f"spans: expected one Span per run ({len(runs)}), got {len(spans)}")
+    kinds = tuple(spans) or (Span.DEVICE,) * len(runs)
     medians: list[list[float]] = [[] for _ in runs]
     samples: list[list[float]] = [[] for _ in runs]
     order = list(range(len(runs)))
@@ -145,7 +225,7 @@ def interleaved(
     for _ in range(rounds):
         rng.shuffle(order)
         for i in order:
-            result = measure(runs[i], device, min_time_s=min_time_s)
+            result = measure(runs[i], device, min_time_s=min_time_s, span=kinds[i])
             medians[i].append(result.median_s)
             samples[i].extend(result.samples)
     return [Rounds(tuple(m), tuple(s)) for m, s in zip(medians, samples, strict=True)]

@@ -46,7 +46,10 @@ def test_ratios_pair_each_round_plumbing_with_fake_times(monkeypatch: pytest.Mon
     say the transposed walk runs at half its partner's time, and at 150% of the roofline."""
     fake = {0: (2.0, 2.0, 6.0), 4: (1.0, 3.0, 4.0), 5: (1.0, 4.0, 4.0)}  # tuned, copy, partner (s)
 
-    def interleaved(runs, device="cpu", *, rounds, min_time_s=0.1, seed=0):  # noqa: ANN001, ANN202
+    seen: list[tuple[timing.Span, ...]] = []
+
+    def interleaved(runs, device="cpu", *, rounds, min_time_s=0.1, seed=0, spans=()):  # noqa: ANN001, ANN202
+        seen.append(tuple(spans))
         for run in runs:
             run(0)
         return [timing.Rounds(fake.get(i, (1.0, 1.0, 1.0)), fake.get(i, (1.0,))) for i in range(len(runs))]
@@ -56,6 +59,9 @@ def test_ratios_pair_each_round_plumbing_with_fake_times(monkeypatch: pytest.Mon
     row = bench.bench_case(transposed, "cpu", min_time_s=0.001, rounds=3, partner=L1)
     assert row.contiguous_x_rounds == (2.0, 0.5, 1.5) and row.contiguous_x == 1.5
     assert row.tuned_s / row.contiguous_s == 0.5  # what the medians alone would have said
+    # every run launch-free but the one-shot call (its host side is what it measures)
+    device, call = timing.Span.DEVICE, timing.Span.CALL
+    assert seen == [(device, device, device, call, device, device)]
     _, copy_bytes = timing.copy_probe("cpu", 4 * L1.numel * 4)
     assert copy_bytes == 4 * L1.numel * 4  # the copy moves the op's bytes: % = 100 x copy time / kernel time
     assert row.roofline_pct_rounds == pytest.approx((50.0, 150.0, 400 / 6))

@@ -9,9 +9,7 @@ reported once and skipped, never fatal.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import hashlib
 import json
 import platform
 import warnings
@@ -20,6 +18,10 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+# code_hash and legacy_code_hash re-exported: the hashes of one module's text, canonical and legacy.
+from kernels.codehash import code_hash as code_hash
+from kernels.codehash import legacy_code_hash as legacy_code_hash
+from kernels.codehash import legacy_source_hash, source_hash
 from kernels.modes import Layout
 from kernels.tiling import Space, Tiling
 
@@ -45,23 +47,6 @@ _KERNEL_SOURCES = {"cpu": "backends/cpu_loops.py"}
 _TRITON_SOURCE = "backends/triton_loops.py"
 
 
-class _DropDocstrings(ast.NodeTransformer):
-    """Removes every statement that is a bare string: docstrings, and the notes after constants."""
-
-    def visit_Expr(self, node: ast.Expr) -> ast.AST | None:
-        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            return None
-        return node
-
-
-def code_hash(source: str) -> str:
-    """Hash of what a module computes: its syntax tree without docstrings. Comments, docstrings and
-    layout do not reach the tree, so editing them keeps every frozen entry; any change to the code
-    (a constant, a line of a loop) changes the hash."""
-    tree = _DropDocstrings().visit(ast.parse(source))
-    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
-
-
 def kernel_files(backend: str, op: str) -> tuple[str, str]:
     """The sources a config's kernel hash covers, relative to the kernels package: the backend's
     loops, then the op's module. Not kernels/scalar.py: no kernel compiles its bodies (the CPU
@@ -70,25 +55,45 @@ def kernel_files(backend: str, op: str) -> tuple[str, str]:
     return _KERNEL_SOURCES.get(backend, _TRITON_SOURCE), f"ops/{op}.py"
 
 
-def source_hash(loops_source: str, op_source: str) -> str:
-    """The kernel hash of these two texts (kernel_files' contents): tuner.restamp hashes old
-    revisions with it."""
-    parts = " ".join(code_hash(text) for text in (loops_source, op_source))
-    return hashlib.sha256(parts.encode()).hexdigest()[:16]
+@cache
+def _kernel_sources(backend: str, op: str) -> tuple[str, str]:
+    package = Path(__file__).parent
+    loops, op_module = ((package / name).read_text() for name in kernel_files(backend, op))
+    return loops, op_module
 
 
 @cache
 def kernel_hash(backend: str, op: str) -> str:
-    """Hash of the kernel code a config was tuned on: the backend's loops and the op's module."""
-    package = Path(__file__).parent
-    loops, op_module = ((package / name).read_text() for name in kernel_files(backend, op))
-    return source_hash(loops, op_module)
+    """Hash of the kernel code a config was tuned on: the backend's loops and the op's module
+    (kernels.codehash.source_hash: the same under every Python minor). New entries take it."""
+    return source_hash(*_kernel_sources(backend, op))
+
+
+@cache
+def legacy_kernel_hash(backend: str, op: str) -> str:
+    """The same sources' legacy hash as this Python computes it (kernels.codehash.legacy_source_hash:
+    ast.dump's text, which differs between Python minors): what tables frozen before the canonical
+    hash hold."""
+    return legacy_source_hash(*_kernel_sources(backend, op))
+
+
+def current_hashes(backend: str, op: str) -> tuple[str, str]:
+    """The kernel hashes an entry of ``op`` may carry and be current: the canonical one, and this
+    Python's legacy one (a table frozen before the canonical hash, under this Python's minor,
+    until tuner.restamp.migrate_hashes rewrites it)."""
+    return kernel_hash(backend, op), legacy_kernel_hash(backend, op)
+
+
+def is_current(backend: str, entry: dict[str, object]) -> bool:
+    """Whether the entry (or common config) was tuned on the tree's kernel source: its kernel hash
+    is the canonical hash of the current sources, or their legacy hash under this Python."""
+    return entry.get("kernel_hash") in current_hashes(backend, str(entry.get("op")))
 
 
 def stale_by_source(backend: str, table: FrozenTable) -> int:
     """The table's entries tuned on other kernel source than the tree's: skipped by the lookup
     until re-tuned, or restamped where their loops compile as before (tuner.restamp, CPU)."""
-    return sum(1 for e in table.entries if e.get("kernel_hash") != kernel_hash(backend, str(e.get("op"))))
+    return sum(1 for e in table.entries if not is_current(backend, e))
 
 
 def config_path(backend: str, device: str, root: Path | None = None) -> Path:
@@ -183,7 +188,7 @@ def _usable(
             f"{entry.get('space_hash')} != current {space.hash}",
         )
         return None
-    if entry.get("kernel_hash") != kernel_hash(backend, str(entry.get("op"))):
+    if not is_current(backend, entry):
         why = f"tuned on other kernel source{_python_note(entry)}"
         _report(table.path, f"entry {entry.get('op')}/{entry.get('bucket')} is stale: {why}")
         return None
@@ -230,14 +235,22 @@ def lookup(
 
 
 def _python_note(entry: dict[str, object]) -> str:
-    """Why a hash may differ with the source unchanged: code_hash hashes ast.dump, whose text differs
-    between Python minors (3.12 adds type_params, 3.13 drops empty fields), so an entry frozen under
-    another minor reads stale here. Entries record their Python since session 38; older ones do not."""
+    """Why a stale entry's hash may differ with the source unchanged. The kernel hash no longer
+    depends on the Python that computes it (kernels.codehash.code_hash), but a table frozen before
+    it holds legacy hashes of ast.dump's text, which differs between Python minors (3.12 adds
+    type_params, 3.13 drops empty fields): the lookup accepts the legacy hash of this Python's
+    minor only, so a legacy entry hashed under another minor reads stale here until migrated
+    (tuner.restamp.migrate_hashes, run under that minor's hashes). Entries record their Python
+    since session 38, older ones do not; which scheme a stale hash is of is not recorded, so the
+    note is an "or"."""
     versions = entry.get("versions")
     hashed = str(versions.get("python", "")) if isinstance(versions, dict) else ""
     here = platform.python_version()
     if hashed and hashed.split(".")[:2] != here.split(".")[:2]:
-        return f" (or hashed under Python {hashed}, whose syntax trees dump unlike this Python {here}'s)"
+        return (
+            f" (or a legacy hash from Python {hashed}, whose syntax trees dump unlike this Python {here}'s:"
+            " migrate it with tuner.restamp.migrate_hashes)"
+        )
     return ""
 
 

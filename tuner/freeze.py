@@ -26,8 +26,10 @@ def git_commit() -> str:
 
 
 def versions() -> dict[str, str]:
-    # Python's own: the kernel hash hashes ast.dump, whose text differs between Python minors
-    # (kernels.frozen.code_hash), so an entry is current only under the minor it was hashed on.
+    # Python's own, recorded as the packages' are. The kernel hash no longer depends on it (the
+    # canonical dump, kernels.codehash.code_hash), but a table frozen before that holds legacy hashes
+    # of ast.dump's text, current only under the minor they were hashed on (kernels.frozen._python_note
+    # names it for a stale entry; tuner.restamp.migrate_hashes moves such a table to the canonical hash).
     found = {"python": platform.python_version()}
     for dist in ("losstune", "torch", "numba", "triton", "optuna", "numpy"):
         try:

@@ -25,6 +25,12 @@ another CPU instead, through numba's own cross-compilation switches (``NUMBA_CPU
 tuned on. The proof is that the old and the new source give the same IR for that CPU and those
 features; the probes run here (numba compiles a loop at its first call), so the target's features
 must be a subset of this host's.
+
+A stale entry's revision is found by either hash of its sources: the canonical one (the same
+under every Python minor), or, for a table frozen before it, this Python's legacy one (of
+``ast.dump``'s text); a restamped entry takes the canonical hash. ``migrate_hashes`` moves a whole
+table, and its studies, from the legacy hash of given sources under a given Python to their
+canonical hash, without compiling anything: the sources are the same, only the hash's text is not.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -140,14 +147,23 @@ class Verdict(str, Enum):
 
 @dataclass(frozen=True)
 class Sources:
-    """One revision of the sources a CPU entry's kernel hash covers: the loops and each op module."""
+    """One revision of the sources an entry's kernel hash covers: the loops and each op module."""
 
     label: str  # a commit, or "tree"
     loops: str
     ops: dict[str, str]
 
     def kernel_hash(self, op: str) -> str:
+        """The canonical hash (the same under every Python minor): what a restamp writes."""
         return frozen.source_hash(self.loops, self.ops[op])
+
+    def legacy_kernel_hash(self, op: str) -> str:
+        """The legacy hash under this Python (kernels.codehash.legacy_source_hash)."""
+        return frozen.legacy_source_hash(self.loops, self.ops[op])
+
+    def hashes(self, op: str) -> tuple[str, str]:
+        """Every hash an entry tuned on these sources may carry here: canonical, then legacy."""
+        return self.kernel_hash(op), self.legacy_kernel_hash(op)
 
 
 @dataclass(frozen=True)
@@ -162,37 +178,38 @@ _OPS = tuple(op.value for op in Op)
 _PACKAGE = Path(frozen.__file__).parent
 
 
-def _kernel_paths() -> dict[str, str]:
-    """Each source a CPU kernel hash covers, by its path in the kernels package: the loops, then
-    each op's module (frozen.kernel_files)."""
-    loops = frozen.kernel_files("cpu", _OPS[0])[0]
-    return {"loops": loops, **{op: frozen.kernel_files("cpu", op)[1] for op in _OPS}}
+def _kernel_paths(backend: str = "cpu") -> dict[str, str]:
+    """Each source a kernel hash of ``backend`` covers, by its path in the kernels package: the
+    loops, then each op's module (frozen.kernel_files)."""
+    loops = frozen.kernel_files(backend, _OPS[0])[0]
+    return {"loops": loops, **{op: frozen.kernel_files(backend, op)[1] for op in _OPS}}
 
 
-def _sources(label: str, read: Callable[[str], str]) -> Sources:
-    text = {name: read(path) for name, path in _kernel_paths().items()}
+def _sources(label: str, read: Callable[[str], str], backend: str = "cpu") -> Sources:
+    text = {name: read(path) for name, path in _kernel_paths(backend).items()}
     return Sources(label, text.pop("loops"), text)
 
 
-def tree_sources() -> Sources:
-    return _sources("tree", lambda path: (_PACKAGE / path).read_text())
+def tree_sources(backend: str = "cpu") -> Sources:
+    return _sources("tree", lambda path: (_PACKAGE / path).read_text(), backend)
 
 
 def _git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
 
 
-def git_sources(commit: str) -> Sources | None:
-    """The sources at ``commit``; None where git or the commit is missing."""
+def git_sources(commit: str, backend: str = "cpu") -> Sources | None:
+    """The sources of ``backend``'s kernels at ``commit``; None where git or the commit is missing."""
     try:
-        return _sources(commit, lambda path: _git("show", f"{commit}:kernels/{path}"))
+        return _sources(commit, lambda path: _git("show", f"{commit}:kernels/{path}"), backend)
     except (OSError, subprocess.CalledProcessError):
         return None
 
 
 class GitHistory:
-    """Finds the revision whose sources hash to a kernel hash: the entry's own commit first (where
-    it was frozen), then every commit that touched the kernel sources, newest first."""
+    """Finds the revision whose sources hash to a kernel hash, canonical or this Python's legacy one
+    (a table frozen before the canonical hash): the entry's own commit first (where it was frozen),
+    then every commit that touched the kernel sources, newest first."""
 
     def __init__(self, depth: int = 400) -> None:
         self._depth = depth
@@ -214,7 +231,7 @@ class GitHistory:
                 self._log = []
         for commit in (*candidates, *self._log):
             found = self._at(commit)
-            if found is not None and op in found.ops and found.kernel_hash(op) == wanted:
+            if found is not None and op in found.ops and wanted in found.hashes(op):
                 return found
         return None
 
@@ -547,12 +564,7 @@ def restamp_table(
             f"table: {who} compiles for {', '.join(readable)} and can only restamp those tables;"
             f" got {path.stem} (run restamp on a host that reads it, or with --target its CPU)"
         )
-    try:
-        table = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"table: expected a readable JSON table at {path}, got {e}") from None
-    if table.get("schema_version") != frozen.SCHEMA_VERSION or not isinstance(table.get("entries"), list):
-        raise ValueError(f"table: expected schema_version {frozen.SCHEMA_VERSION} with entries, got {path}")
+    table = _read_table(path)
     find = find_sources or GitHistory()
     current = tree or tree_sources()
     comparer = Comparer(current, to)
@@ -563,7 +575,7 @@ def restamp_table(
     for i, entry in enumerate(entries):
         op, old_hash = str(entry.get("op")), str(entry.get("kernel_hash"))
         now = current.kernel_hash(op) if op in current.ops else ""
-        if old_hash == now:
+        if op in current.ops and old_hash in current.hashes(op):  # legacy too (migrate_hashes rewrites those)
             outcome = Outcome(f"entries[{i}]", _entry_label(entry), Verdict.CURRENT)
         else:
             old = find(op, old_hash, str(entry.get("git_commit", "")))
@@ -591,11 +603,26 @@ def restamp_table(
     return outcomes
 
 
+def _read_table(path: Path) -> dict[str, object]:
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"table: expected a readable JSON table at {path}, got {e}") from None
+    if (
+        not isinstance(table, dict)
+        or table.get("schema_version") != frozen.SCHEMA_VERSION
+        or not isinstance(table.get("entries"), list)
+    ):
+        raise ValueError(f"table: expected schema_version {frozen.SCHEMA_VERSION} with entries, got {path}")
+    return table
+
+
 def _common_outcomes(entries: list[dict[str, object]], current: Sources) -> list[Outcome]:
     found = []
     for name, common in sorted(_best_common(entries).items()):
-        now = current.kernel_hash(str(common.get("op")))
-        verdict = Verdict.CURRENT if common.get("kernel_hash") == now else Verdict.CHANGED
+        op = str(common.get("op"))
+        current_now = op in current.ops and common.get("kernel_hash") in current.hashes(op)
+        verdict = Verdict.CURRENT if current_now else Verdict.CHANGED
         found.append(Outcome(f"common[{name}]", name, verdict, "from its example entry"))
     return found
 
@@ -621,6 +648,143 @@ def _update_studies(entries: Iterable[dict[str, object]], storage: str | None) -
             and final.get("config") == entry["config"]
         ):
             study.set_user_attr("final", final | {"kernel_hash": entry["kernel_hash"], "restamped": note})
+
+
+# ---- moving a table from the legacy kernel hash to the canonical one --------------------------------
+
+_CODEHASH = _PACKAGE / "codehash.py"
+
+
+def hash_pairs(sources: Sources, python: str | None = None) -> dict[str, tuple[str, str]]:
+    """Each op's (legacy, canonical) kernel hash of ``sources``, the legacy one as the interpreter
+    ``python`` computes it (default: this one). kernels/codehash.py is standard library only and
+    runs as a script there, isolated from this environment, so a bare interpreter of another minor
+    will do; the canonical hashes it prints must be this process's (they are the same under every
+    minor), or this raises."""
+    return _hash_pairs(sources, python)[1]
+
+
+def _hash_pairs(sources: Sources, python: str | None) -> tuple[str, dict[str, tuple[str, str]]]:
+    """hash_pairs, and the version of the Python whose legacy hashes they are."""
+    canonical = {op: sources.kernel_hash(op) for op in sources.ops}
+    if python is None:
+        return platform.python_version(), {op: (sources.legacy_kernel_hash(op), canonical[op]) for op in sources.ops}
+    try:
+        done = subprocess.run(
+            [python, "-I", str(_CODEHASH)],
+            input=json.dumps({"loops": sources.loops, "ops": sources.ops}),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError as e:
+        raise ValueError(f"python: expected an interpreter, got {python} ({e})") from None
+    if done.returncode != 0:
+        last = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+        raise ValueError(f"python: expected an interpreter that runs {_CODEHASH.name}, got {python} ({last[0]})")
+    try:
+        found = json.loads(done.stdout)
+        version, legacy = str(found["python"]), {op: str(found["legacy"][op]) for op in sources.ops}
+        theirs = found["canonical"]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        got = f"{done.stdout[:80]!r} ({e})"
+        raise ValueError(f"python: expected {_CODEHASH.name}'s hashes from {python}, got {got}") from None
+    if theirs != canonical:
+        raise ValueError(
+            f"python: {python} (Python {version}) hashes {sources.label} canonically as {theirs},"
+            f" this Python as {canonical}: the canonical hash is not version-independent"
+        )
+    return version, {op: (legacy[op], canonical[op]) for op in sources.ops}
+
+
+@dataclass(frozen=True)
+class Migration:
+    """What migrate_hashes did to one table and its studies (or would do, dry)."""
+
+    path: Path
+    python: str  # the version of the Python whose legacy hashes were mapped
+    entries: int  # entries whose legacy hash took the canonical one
+    common: int  # common configs likewise
+    canonical: int  # entries and common configs that held the canonical hash already
+    left: tuple[str, ...]  # entries and common configs of other sources (stale), left as they were
+    studies: int  # studies whose final decision took the canonical hash
+
+    def summary(self) -> str:
+        return (
+            f"{self.path}: {self.entries} entries and {self.common} common configs from Python {self.python}'s legacy"
+            f" hash to the canonical one, {self.canonical} canonical already, {len(self.left)} left (other"
+            f" sources), {self.studies} studies"
+        )
+
+
+def migrate_hashes(
+    path: Path,
+    sources: Sources | None = None,
+    *,
+    python: str | None = None,
+    storage: str | None = None,
+    dry_run: bool = False,
+) -> Migration:
+    """Give every entry and common config of the table at ``path`` that holds the legacy hash of
+    ``sources`` (default: the working tree's, for the table's backend) under the interpreter
+    ``python`` (default: this one; give the Python minor the table was frozen under) the canonical
+    hash of the same sources, and do the same to the final decision of each of the table's
+    backend's and device's studies in ``storage`` (the journal by default), so that a later
+    ``freeze`` writes the same. Entries of any other hash (other sources: stale) are left as they
+    are; no entry is made current that was not. The table is written atomically, and only where
+    something changed; nothing is written before every hash is known (an error leaves it as it was).
+    Running it again finds nothing to do."""
+    backend, device = path.parent.name, path.stem
+    table = _read_table(path)
+    current = sources or tree_sources(backend)
+    version, pairs = _hash_pairs(current, python)
+    entries: list[dict[str, object]] = table["entries"]  # type: ignore[assignment]
+    common = table.get("common") if isinstance(table.get("common"), dict) else {}
+    assert isinstance(common, dict)
+    moved = {"entries": 0, "common": 0}
+    canonical, left = 0, []
+    for kind, items in (("entries", list(enumerate(entries))), ("common", list(common.items()))):
+        for where, item in items:
+            if not isinstance(item, dict):
+                continue
+            legacy, new = pairs.get(str(item.get("op")), ("", ""))
+            if item.get("kernel_hash") == new:
+                canonical += 1
+            elif legacy and item.get("kernel_hash") == legacy:
+                (entries if kind == "entries" else common)[where] = item | {"kernel_hash": new}
+                moved[kind] += 1
+            else:
+                left.append(f"{kind}[{where}]" + (f" {_entry_label(item)}" if kind == "entries" else ""))
+    studies = _migrate_studies(storage, backend, device, pairs, dry_run)
+    if (moved["entries"] or moved["common"]) and not dry_run:
+        table["entries"], table["common"] = entries, common
+        write_atomic(path, table)
+        frozen.reset()
+    return Migration(path, version, moved["entries"], moved["common"], canonical, tuple(left), studies)
+
+
+def _migrate_studies(
+    storage: str | None, backend: str, device: str, pairs: dict[str, tuple[str, str]], dry_run: bool
+) -> int:
+    """The (backend, device) studies whose final decision holds an op's legacy hash: that op's
+    canonical hash there (unless ``dry_run``). Returns how many."""
+    import optuna
+
+    store = open_storage(storage)
+    moved = 0
+    for summary in optuna.get_all_study_summaries(store, include_best_trial=False):
+        attrs = summary.user_attrs
+        final = attrs.get("final")
+        if attrs.get("backend") != backend or attrs.get("device") != device or not isinstance(final, dict):
+            continue
+        legacy, new = pairs.get(str(attrs.get("op")), ("", ""))
+        if not legacy or final.get("kernel_hash") != legacy:
+            continue
+        moved += 1
+        if not dry_run:
+            study = optuna.load_study(study_name=summary.study_name, storage=store)
+            study.set_user_attr("final", final | {"kernel_hash": new})
+    return moved
 
 
 def format_outcomes(path: Path, outcomes: list[Outcome], dry_run: bool) -> str:

@@ -203,7 +203,7 @@ def test_stale_entries_are_reported_and_skipped(tmp_path: Path) -> None:
     for stale, why in (
         (stale_space, "space hash"),
         (stale_kernel, r"other kernel source; skipped"),
-        (other_python, r"other kernel source \(or hashed under Python 2\.7\.18, whose syntax trees"),
+        (other_python, r"other kernel source \(or a legacy hash from Python 2\.7\.18, whose syntax trees"),
     ):
         _write(tmp_path, [stale])
         with pytest.warns(frozen.FrozenConfigWarning, match=why):
@@ -347,3 +347,33 @@ def test_stale_by_source_counts_the_entries_tuned_on_other_kernel_code(tmp_path:
     _write(tmp_path, [current, other, other | {"bucket": 22}])
     table = frozen.load("cpu", "dev", tmp_path)
     assert table is not None and frozen.stale_by_source("cpu", table) == 2
+
+
+def test_an_entry_with_this_pythons_legacy_hash_is_current(tmp_path: Path) -> None:
+    """Tables frozen before the canonical hash hold the legacy one (ast.dump's text): under the
+    minor they were hashed on, they keep working, entries and common configs alike."""
+    space, key = _space_and_key(16)
+    config = Tiling(tile=1024, cores=2, variant=Variant.FLAT)
+    legacy = frozen.legacy_kernel_hash("cpu", "mse")
+    assert legacy != frozen.kernel_hash("cpu", "mse")
+    assert frozen.current_hashes("cpu", "mse") == (frozen.kernel_hash("cpu", "mse"), legacy)
+    entry = _entry(key, space, 16, config) | {"kernel_hash": legacy}
+    _write(tmp_path, [entry])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", frozen.FrozenConfigWarning)
+        assert frozen.lookup("cpu", "dev", key, space, tmp_path) == (config, "frozen dev.json [exact 2^16]")
+    table = frozen.load("cpu", "dev", tmp_path)
+    assert table is not None and frozen.stale_by_source("cpu", table) == 0
+    # a common config with the legacy hash serves a bucket without an entry
+    _write(tmp_path, [], {"mse": {"op": "mse", "config": config.to_dict(), "kernel_hash": legacy}})
+    far = dataclasses.replace(key, bucket=20)
+    assert frozen.lookup("cpu", "dev", far, space, tmp_path)[0] == config
+    # the legacy hash of other sources is stale, like a canonical hash of other sources; the
+    # legacy hash of another op's sources too
+    loops, op_module = (Path(frozen.__file__).parent / name for name in frozen.kernel_files("cpu", "mse"))
+    edited = frozen.legacy_source_hash(loops.read_text() + "\nUNUSED = 1\n", op_module.read_text())
+    for other in (edited, frozen.legacy_kernel_hash("cpu", "l1"), frozen.kernel_hash("cpu", "l1")):
+        _write(tmp_path, [entry | {"kernel_hash": other}])
+        with pytest.warns(frozen.FrozenConfigWarning, match="other kernel source"):
+            assert frozen.lookup("cpu", "dev", key, space, tmp_path) is None
+        assert frozen.stale_by_source("cpu", frozen.load("cpu", "dev", tmp_path)) == 1

@@ -6,6 +6,8 @@ loops from two module copies (a few seconds each) and need no git history."""
 from __future__ import annotations
 
 import json
+import platform
+import sys
 from pathlib import Path
 
 import optuna
@@ -27,7 +29,9 @@ from tuner.restamp import (
     Verdict,
     as_launched_today,
     git_sources,
+    hash_pairs,
     host_tables,
+    migrate_hashes,
     normalize_ir,
     restamp_table,
     runnable_here,
@@ -179,13 +183,20 @@ def test_an_entry_whose_source_is_not_found_stays_stale(tmp_path: Path) -> None:
 
 
 def test_a_current_entry_is_left_alone_without_compiling(tmp_path: Path) -> None:
-    path = _table(tmp_path, [_mse_entry(CONFIG, frozen.kernel_hash("cpu", "mse"))])
+    """Current by the canonical hash, or by this Python's legacy one (a table frozen before it)."""
+    legacy = _mse_entry(CONFIG, frozen.legacy_kernel_hash("cpu", "mse")) | {"bucket": 14}
+    path = _table(tmp_path, [_mse_entry(CONFIG, frozen.kernel_hash("cpu", "mse")), legacy])
     before = path.read_bytes()
 
     def never(op: str, wanted: str, hint: str) -> Sources | None:
         raise AssertionError("a current entry needs no old source")
 
-    assert [o.verdict for o in restamp_table(path, find_sources=never)] == [Verdict.CURRENT]
+    outcomes = restamp_table(path, find_sources=never)
+    assert [(o.where, o.verdict) for o in outcomes] == [
+        ("entries[0]", Verdict.CURRENT),
+        ("entries[1]", Verdict.CURRENT),
+        ("common[mse]", Verdict.CURRENT),  # two wins of one config
+    ]
     assert path.read_bytes() == before
 
 
@@ -230,10 +241,12 @@ def test_a_transposed_entry_compiles_its_own_walk_and_restamps(tmp_path: Path) -
 
 def test_a_reduce_entry_compiles_its_own_walk_through_the_summed_case_and_restamps(tmp_path: Path) -> None:
     """KL's sum back to a smaller input (the planner's reduce layout): the tuner's summed case is its
-    probe, so an entry of it is compared walk for walk like any other."""
+    probe, so an entry of it is compared walk for walk like any other. This one holds the old
+    revision's legacy hash (a table frozen before the canonical hash): it is found by it, and
+    takes the canonical hash of the tree."""
     old = _edited("\n\nUNUSED_LIMIT = 12345\n")
     walk = Tiling(tile=4096, cores=2, variant=Variant.REDUCE)
-    entry = _mse_entry(CONFIG, old.kernel_hash("kl_div")) | {
+    entry = _mse_entry(CONFIG, old.legacy_kernel_hash("kl_div")) | {
         "op": "kl_div",
         "grad_kind": "scalar",
         "reduction_kind": "reduced",
@@ -241,9 +254,12 @@ def test_a_reduce_entry_compiles_its_own_walk_through_the_summed_case_and_restam
         "config": walk.to_dict(),
     }
     path = _table(tmp_path, [entry])
-    (outcome,) = restamp_table(path, storage=str(tmp_path / "j.log"), find_sources=lambda op, h, c: old)
+    find = lambda op, h, c: old if h in old.hashes(op) else None  # noqa: E731
+    (outcome,) = restamp_table(path, storage=str(tmp_path / "j.log"), find_sources=find)
     assert outcome.verdict is Verdict.SAME, outcome.detail
-    assert json.loads(path.read_text())["entries"][0]["kernel_hash"] == frozen.kernel_hash("cpu", "kl_div")
+    (written,) = json.loads(path.read_text())["entries"]
+    assert written["kernel_hash"] == frozen.kernel_hash("cpu", "kl_div")
+    assert written["restamped"]["from"] == old.legacy_kernel_hash("kl_div") != old.kernel_hash("kl_div")
 
 
 # The last commit whose transposed walks were keyed by tile alone (before Tiling.transpose_row).
@@ -332,6 +348,8 @@ def test_git_history_finds_the_revision_of_a_kernel_hash() -> None:
     for op in ("mse", "l1", "kl_div"):
         found = history(op, head.kernel_hash(op), "unknown")  # no hint: the kernel files' log
         assert found is not None and found.kernel_hash(op) == head.kernel_hash(op)
+        legacy = history(op, head.legacy_kernel_hash(op), "unknown")  # a table frozen before the canonical hash
+        assert legacy is not None and legacy.kernel_hash(op) == head.kernel_hash(op)
     assert history("mse", "0" * 16, "HEAD") is None
     assert git_sources("0" * 40) is None
 
@@ -372,3 +390,193 @@ def test_a_target_with_features_this_host_lacks_is_refused(capsys: pytest.Captur
         runnable_here(Target("imaginary", "+no-such-feature,-avx512f"))
     assert cli.main(["restamp", "--dry-run", "--target", "pentium"]) == 2
     assert "target: expected one of znver3, znver4, sapphirerapids, got 'pentium'" in capsys.readouterr().err
+
+
+# ---- migrate_hashes: legacy kernel hashes to the canonical one ----------------------------------------
+
+
+def _study(storage: str, entry: dict[str, object], device: str) -> None:
+    """A finished study in ``storage`` whose final decision is ``entry``'s (as freeze reads it)."""
+    study = optuna.create_study(study_name=str(entry["study"]), storage=open_storage(storage))
+    for attr in (*KEY_FIELDS, "log_target", "space_hash", "case"):
+        study.set_user_attr(attr, entry.get(attr))
+    study.set_user_attr("backend", "cpu")
+    study.set_user_attr("device", device)
+    timings = {"median_s": 1e-4, "p20_s": 1e-4, "p80_s": 1e-4, "noise": 0.01, "trial": 3, "speedup_vs_vendor": 2.0}
+    final = {"config": entry["config"], "kernel_hash": entry["kernel_hash"], "tuned": True, **timings}
+    study.set_user_attr("final", final | {"speedup_vs_default": entry["speedup_vs_default"]})
+
+
+def _finals(storage: str) -> dict[str, str]:
+    summaries = optuna.get_all_study_summaries(open_storage(storage), include_best_trial=False)
+    return {s.study_name: s.user_attrs["final"]["kernel_hash"] for s in summaries}
+
+
+def _migration_case(tmp_path: Path) -> tuple[Path, str, Sources, dict[str, str]]:
+    """A table and journal of every kind: the tree's legacy hash (entries 0 and 3, common mse),
+    its canonical hash (entry 1), the legacy hash of other sources (entry 2, common l1: stale), and
+    a study of another device with the tree's legacy hash."""
+    tree = tree_sources()
+    other = _edited("\n\nUNUSED_LIMIT = 12345\n")
+    hashes = {
+        "legacy": tree.legacy_kernel_hash("mse"),
+        "canonical": tree.kernel_hash("mse"),
+        "stale": other.legacy_kernel_hash("mse"),
+        "l1": tree.legacy_kernel_hash("l1"),
+    }
+    assert len(set(hashes.values())) == 4
+    entries = [
+        _mse_entry(CONFIG, hashes["legacy"], "cpu-m-0"),
+        _mse_entry(CONFIG, hashes["canonical"], "cpu-m-1") | {"bucket": 13},
+        _mse_entry(CONFIG, hashes["stale"], "cpu-m-2") | {"bucket": 14},
+        _mse_entry(CONFIG, hashes["l1"], "cpu-m-3") | {"op": "l1"},
+    ]
+    for entry in entries:
+        entry["case"] = f"{entry['op']} {entry['bucket']}"
+    common = {
+        "mse": {"op": "mse", "config": CONFIG.to_dict(), "kernel_hash": hashes["legacy"]},
+        "l1": {"op": "l1", "config": CONFIG.to_dict(), "kernel_hash": other.legacy_kernel_hash("l1")},
+    }
+    path = frozen.config_path("cpu", "x86_64-test-2t", tmp_path / "configs")
+    write_atomic(path, {"schema_version": frozen.SCHEMA_VERSION, "entries": entries, "common": common})
+    storage = str(tmp_path / "journal.log")
+    for entry in entries:
+        _study(storage, entry, path.stem)
+    _study(storage, entries[0] | {"study": "cpu-elsewhere"}, "x86_64-elsewhere-2t")
+    return path, storage, tree, hashes
+
+
+def test_migrate_hashes_moves_exactly_the_current_legacy_entries_and_their_studies(tmp_path: Path) -> None:
+    path, storage, tree, hashes = _migration_case(tmp_path)
+    before = json.loads(path.read_text())
+    stale_before = frozen.stale_by_source("cpu", frozen.load("cpu", path.stem, path.parent.parent))
+    assert stale_before == 1  # entry 2: the legacy entries are current here already
+
+    done = migrate_hashes(path, tree, storage=storage)
+
+    assert (done.entries, done.common, done.canonical, done.studies) == (2, 1, 1, 2)
+    assert done.left == ("entries[2] mse float32 2^14 full contiguous", "common[l1]")
+    assert done.python == platform.python_version()
+    after = json.loads(path.read_text())
+    assert [e["kernel_hash"] for e in after["entries"]] == [
+        hashes["canonical"],
+        hashes["canonical"],
+        hashes["stale"],  # stale stays stale
+        tree.kernel_hash("l1"),
+    ]
+    assert after["common"]["mse"]["kernel_hash"] == hashes["canonical"]
+    assert after["common"]["l1"] == before["common"]["l1"]
+    for old, new in zip(before["entries"], after["entries"], strict=True):  # nothing else changed
+        assert old | {"kernel_hash": ""} == new | {"kernel_hash": ""}
+    frozen.reset()
+    assert frozen.stale_by_source("cpu", frozen.load("cpu", path.stem, path.parent.parent)) == stale_before
+    assert _finals(storage) == {
+        "cpu-m-0": hashes["canonical"],
+        "cpu-m-1": hashes["canonical"],
+        "cpu-m-2": hashes["stale"],
+        "cpu-m-3": tree.kernel_hash("l1"),
+        "cpu-elsewhere": hashes["legacy"],  # another device's table: not this migration's
+    }
+    # a later freeze from the journal writes the same hashes
+    refrozen, _ = freeze(storage, "cpu", path.stem, root=tmp_path / "refrozen")
+    by_study = {e["study"]: e["kernel_hash"] for e in json.loads(refrozen.read_text())["entries"]}
+    assert by_study == {e["study"]: e["kernel_hash"] for e in after["entries"]}
+    # and a second run finds nothing to do
+    written = path.read_bytes()
+    again = migrate_hashes(path, tree, storage=storage)
+    assert (again.entries, again.common, again.canonical, again.studies) == (0, 0, 4, 0)
+    assert path.read_bytes() == written
+
+
+def test_migrate_hashes_dry_run_writes_nothing(tmp_path: Path) -> None:
+    path, storage, tree, _ = _migration_case(tmp_path)
+    table, finals = path.read_bytes(), _finals(storage)
+    done = migrate_hashes(path, tree, storage=storage, dry_run=True)
+    assert (done.entries, done.common, done.studies) == (2, 1, 2)
+    assert path.read_bytes() == table and _finals(storage) == finals
+
+
+def _fake_python(tmp_path: Path, name: str, body: str) -> str:
+    """An "interpreter" that runs ``body`` whatever it is asked (kernels/codehash.py's part)."""
+    script = tmp_path / name
+    script.write_text(f"#!{sys.executable}\nimport json, sys\n{body}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_migrate_hashes_maps_another_pythons_legacy_hashes(tmp_path: Path) -> None:
+    """A table hashed under another minor (the H200's, under 3.12): that minor's interpreter gives
+    its legacy hashes. Here a stand-in whose legacy hashes are this Python's reversed."""
+    path, storage, tree, hashes = _migration_case(tmp_path)
+    body = (
+        f"sys.path.insert(0, {str(Path(frozen.__file__).parent)!r})\nimport codehash\n"
+        "s = json.load(sys.stdin)\n"
+        "canonical = {op: codehash.source_hash(s['loops'], t) for op, t in s['ops'].items()}\n"
+        "legacy = {op: codehash.legacy_source_hash(s['loops'], t)[::-1] for op, t in s['ops'].items()}\n"
+        "json.dump({'python': '3.12.3', 'canonical': canonical, 'legacy': legacy}, sys.stdout)"
+    )
+    other = _fake_python(tmp_path, "python3.12", body)
+    assert hash_pairs(tree, other)["mse"] == (hashes["legacy"][::-1], hashes["canonical"])
+    table = json.loads(path.read_text())
+    table["entries"][0]["kernel_hash"] = hashes["legacy"][::-1]
+    write_atomic(path, table)
+    done = migrate_hashes(path, tree, python=other, storage=storage)
+    assert done.python == "3.12.3"
+    # entry 0 held the other minor's hash; entry 3 and the studies hold this Python's: not that one's
+    assert (done.entries, done.common, done.studies) == (1, 0, 0)
+    assert [e["kernel_hash"] for e in json.loads(path.read_text())["entries"]][:1] == [hashes["canonical"]]
+
+
+def test_hash_pairs_under_an_interpreter_is_the_in_process_answer(tmp_path: Path) -> None:
+    tree = tree_sources()
+    assert hash_pairs(tree, sys.executable) == hash_pairs(tree)
+    assert set(hash_pairs(tree)) == {op.value for op in Op}
+
+
+def test_migrate_hashes_leaves_the_table_and_journal_as_they_were_on_error(tmp_path: Path) -> None:
+    path, storage, tree, _ = _migration_case(tmp_path)
+    table, journal = path.read_bytes(), Path(storage).read_bytes()
+    differs = _fake_python(
+        tmp_path,
+        "differs",
+        "s = json.load(sys.stdin)\nops = s['ops']\n"
+        "json.dump({'python': '3.99.0', 'canonical': dict.fromkeys(ops, '0' * 16), 'legacy': dict.fromkeys(ops, 'x')},"
+        " sys.stdout)",
+    )
+    fails = _fake_python(tmp_path, "fails", "sys.exit('no such thing')")
+    for python, why in (
+        (str(tmp_path / "absent"), "python: expected an interpreter"),
+        (fails, "no such thing"),
+        (differs, "the canonical hash is not version-independent"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            migrate_hashes(path, tree, python=python, storage=storage)
+        assert path.read_bytes() == table and Path(storage).read_bytes() == journal
+    path.write_text('{"schema_version": 99, "entries": []}')
+    with pytest.raises(ValueError, match="table: expected schema_version 1"):
+        migrate_hashes(path, tree, storage=storage)
+    assert path.read_text() == '{"schema_version": 99, "entries": []}'
+
+
+# The commit the H200's table was tuned on (its sources, triton_loops.py's and the ops', are b24479a's),
+# hashed under 3.12 there; their canonical hashes, the same under 3.10-3.13 (checked with pyenv's).
+H200_SOURCES = "bc86a11"
+H200_LEGACY_312 = {"mse": "353cc4e4866a5594", "l1": "d721cee4a6b386d6", "kl_div": "e3fa240c72a4f1a6"}
+H200_CANONICAL = {"mse": "daad5598a87b6214", "l1": "ad408f6e291c98f2", "kl_div": "6a7f0b0599d77ef2"}
+
+
+def test_the_h200_tables_sources_hash_canonically_as_its_entries_do() -> None:
+    sources = git_sources(H200_SOURCES, "cuda")
+    if sources is None:
+        pytest.skip(f"no git history with {H200_SOURCES}")
+    assert {op: sources.kernel_hash(op) for op in H200_CANONICAL} == H200_CANONICAL
+    table = json.loads(frozen.config_path("cuda", "nvidia-h200").read_text())
+    for entry in [*table["entries"], *table["common"].values()]:
+        assert entry["kernel_hash"] == H200_CANONICAL[entry["op"]]
+    python = next(iter(sorted(Path.home().glob(".pyenv/versions/3.12*/bin/python"))), None)
+    if python is None:
+        pytest.skip("no Python 3.12 here to give its legacy hashes")
+    pairs = hash_pairs(sources, str(python))
+    assert {op: pairs[op] for op in H200_LEGACY_312} == {
+        op: (H200_LEGACY_312[op], H200_CANONICAL[op]) for op in H200_LEGACY_312
+    }

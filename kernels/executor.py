@@ -40,6 +40,11 @@ class Formula:
     # Broadcast sums never take it: their terms add up in float32 first, and a sum that cancels
     # keeps its terms' relative error.
     narrow_value: Callable[..., float] | None = None
+    # narrow_value's twin for float16 outputs whose gradient is float16 too, where the bounds of
+    # those values let a step cost less on hosts without it in one instruction (KL log_target's
+    # scale by 2^k: one power of two for three, kernels/scalar.ldexp_half). The same bits as
+    # narrow_value on every input. None: narrow_value.
+    half_value: Callable[..., float] | None = None
     # The formula of a broadcast sum's terms (the reduce walks, every out dtype), where a cheaper one
     # is accurate enough: SEMANTICS holds such a sum to relative 1e-5 of the summed magnitudes, not
     # to float32's 4 ulp, so its terms need about 1e-6, not 24 bits (KL log_target's exp: degree 5

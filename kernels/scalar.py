@@ -27,6 +27,14 @@ def ldexp(x: float, k: int) -> float:
     return math.ldexp(x, k)
 
 
+def ldexp_half(x: float, k: int) -> float:
+    """``ldexp`` where only the result's float16 rounding is wanted, for ``|x|`` in [2^-27, 2^16]
+    (zero, inf and NaN too): every k then gives the float16 that ``ldexp``'s result rounds to. The
+    CPU build without AVX-512F clamps k into [-126, 127] and multiplies by one power of two, a third
+    of ``ldexp``'s three: below -126 both results round to a float16 zero, above 127 both to inf."""
+    return math.ldexp(x, k)
+
+
 def frexp(x: float) -> tuple[float, int]:
     """``(m, e)`` with ``x = m * 2**e`` and ``0.5 <= |m| < 1``, for a normal x (the CPU build reads
     x's bits, so zero, subnormals, inf and NaN are outside its domain). A formula calls it on a

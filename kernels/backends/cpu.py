@@ -168,7 +168,8 @@ class CpuBackend:
         """``loops``: the module the loops are built from; cpu_loops, or another revision of it that
         tuner.restamp compiles beside it (same interface, its own compiled functions)."""
         self._loops = loops
-        # by formula name: (value's, narrow_value's, sum_value's), one object where a formula has no other
+        # by formula name: (value's, narrow_value's, sum_value's, half_value's), one object where a
+        # formula has no other
         self._kernels: dict[str, tuple[cpu_loops.CpuKernels, ...]] = {}
         threads = cpu_loops.max_threads()
         self._facts = cpu_facts(platform.machine(), threads)
@@ -178,8 +179,8 @@ class CpuBackend:
         with its numba dispatcher: what a launch compiled is in their signatures (tuner.restamp)."""
         found = []
         for name, sets in self._kernels.items():
-            for which, kernels in zip(("wide", "narrow", "sum"), sets, strict=True):
-                if which != "wide" and kernels is sets[0]:
+            for i, (which, kernels) in enumerate(zip(("wide", "narrow", "sum", "half"), sets, strict=True)):
+                if any(kernels is other for other in sets[:i]):  # a formula's stand-in: listed once
                     continue
                 for field in dataclasses.fields(kernels):
                     value = getattr(kernels, field.name)
@@ -217,19 +218,27 @@ class CpuBackend:
         table = (Variant.TABLE,) if table_variant(formula, geometry, dtype) else ()
         return cpu_space(self._facts, geometry.variants + table, geometry.numel)
 
-    def kernels(self, formula: Formula, narrow: bool = False, *, summed: bool = False) -> cpu_loops.CpuKernels:
+    def kernels(
+        self, formula: Formula, narrow: bool = False, *, summed: bool = False, half: bool = False
+    ) -> cpu_loops.CpuKernels:
         """The loops of ``formula``; ``narrow``: those of its narrow_value where it has one (16-bit
-        outputs of the elementwise walks); ``summed``: those of its sum_value where it has one (the
-        reduce walks). All are built on first use: numba compiles lazily."""
+        outputs of the elementwise walks); ``half`` (with ``narrow``): those of its half_value where
+        it has one and these loops scale by 2^k in more than one instruction (a float16 output of
+        a float16 gradient); ``summed``: those of its sum_value where it has one (the reduce
+        walks). All are built on first use: numba compiles lazily."""
         sets = self._kernels.get(formula.name)
         if sets is None:
-            wide = self._loops.make_cpu_kernels(formula.value, formula.compute_bound)
-            others = (
-                wide if value is None else self._loops.make_cpu_kernels(value, formula.compute_bound)
-                for value in (formula.narrow_value, formula.sum_value)
-            )
-            sets = self._kernels[formula.name] = (wide, *others)
-        return sets[2] if summed else sets[narrow]
+            make = self._loops.make_cpu_kernels
+            wide = make(formula.value, formula.compute_bound)
+            narrow_set = wide if formula.narrow_value is None else make(formula.narrow_value, formula.compute_bound)
+            summed_set = wide if formula.sum_value is None else make(formula.sum_value, formula.compute_bound)
+            # An older revision of the loops (tuner.restamp) has no ldexp_half: its narrow loops.
+            half_value = formula.half_value if getattr(self._loops, "HALF_SCALE", False) else None
+            half_set = narrow_set if half_value is None else make(half_value, formula.compute_bound)
+            sets = self._kernels[formula.name] = (wide, narrow_set, summed_set, half_set)
+        if summed:
+            return sets[2]
+        return sets[3] if narrow and half else sets[narrow]
 
     def launch(self, ex: Executor) -> None:
         if ex.empty:
@@ -240,7 +249,9 @@ class CpuBackend:
         # sum that cancels keeps their relative error (SEMANTICS: relative 1e-5 of the magnitudes),
         # so its terms take the sum formula, accurate to about 1e-6, whatever the out dtype.
         summed = cfg.variant is Variant.REDUCE
-        kernels = self.kernels(ex.formula, ex.out.dtype is not torch.float32 and not summed, summed=summed)
+        narrow = ex.out.dtype is not torch.float32 and not summed
+        half = ex.out.dtype is torch.float16 and ex.grad.dtype is torch.float16
+        kernels = self.kernels(ex.formula, narrow, summed=summed, half=half)
         parallel = cfg.cores > 1
         if parallel:
             self._loops.set_threads(cfg.cores)

@@ -269,15 +269,25 @@ def _fmuladd(typingctx, a, b, c):
     return types.float32(types.float32, types.float32, types.float32), codegen
 
 
-def _make_ldexp(scalef: bool) -> Callable[..., float]:
+class Scale(StrEnum):
+    """How a build multiplies by 2^k (``_make_ldexp``)."""
+
+    SCALEF = "scalef"  # LLVM's ldexp: one vscalefps per vector with AVX-512F
+    POWERS = "powers"  # three normal powers of two made from exponent bits, for k in [-378, 381]
+    ONE_POWER = "one_power"  # one such power, k clamped into [-126, 127] (scalar.ldexp_half)
+
+
+def _make_ldexp(scale: Scale) -> Callable[..., float]:
     """x * 2^k for float32 x and an integer k (taken as int32), rounded once.
 
-    ``scalef``: LLVM's ``ldexp``, one vscalefps per vector with AVX-512F, subnormal results exact;
-    without AVX-512F that intrinsic is a libm call per element (the loop stays scalar, 12x slower),
-    so the other build multiplies by three powers of two made from exponent bits, k clamped into
-    [-126, 127] twice and the rest: each a normal power, all of k's sign (so no step underflows or
-    overflows unless the result does), for k in [-378, 381]; KL's exp scales by up to 2^+-345
-    (kernels/ops/kl_div.py). A subnormal result may be rounded more than once: 1 subnormal ulp.
+    ``Scale.SCALEF``: LLVM's ``ldexp``, one vscalefps per vector with AVX-512F, subnormal results
+    exact; without AVX-512F that intrinsic is a libm call per element (the loop stays scalar, 12x
+    slower), so ``Scale.POWERS`` multiplies by three powers of two made from exponent bits, k
+    clamped into [-126, 127] twice and the rest: each a normal power, all of k's sign (so no step
+    underflows or overflows unless the result does), for k in [-378, 381]; KL's exp scales by up to
+    2^+-345 (kernels/ops/kl_div.py). A subnormal result may be rounded more than once: 1 subnormal
+    ulp. ``Scale.ONE_POWER`` is the first of those steps alone, scalar.ldexp_half's meaning: a
+    float16 result of an x in [2^-27, 2^16] needs no more (5 vector operations of the 15).
     """
 
     @intrinsic
@@ -293,7 +303,7 @@ def _make_ldexp(scalef: bool) -> Callable[..., float]:
                 exp = builder.trunc(exp, _I32)
             elif k.bitwidth < 32:
                 exp = (builder.sext if k.signed else builder.zext)(exp, _I32)
-            if scalef:
+            if scale is Scale.SCALEF:
                 fn = builder.module.declare_intrinsic("llvm.ldexp", [f32, _I32], ir.FunctionType(f32, [f32, _I32]))
                 return builder.call(fn, [value, exp])
 
@@ -308,6 +318,8 @@ def _make_ldexp(scalef: bool) -> Callable[..., float]:
                 return builder.bitcast(builder.shl(biased, ir.Constant(_I32, 23)), f32)
 
             h1 = clamp(exp)
+            if scale is Scale.ONE_POWER:
+                return builder.fmul(value, power(h1))
             rest = builder.sub(exp, h1)
             h2 = clamp(rest)
             h3 = builder.sub(rest, h2)
@@ -318,9 +330,15 @@ def _make_ldexp(scalef: bool) -> Callable[..., float]:
     return ldexp
 
 
-_ldexp_scalef = _make_ldexp(scalef=True)
-_ldexp_powers = _make_ldexp(scalef=False)
+_ldexp_scalef = _make_ldexp(Scale.SCALEF)
+_ldexp_powers = _make_ldexp(Scale.POWERS)
+_ldexp_one_power = _make_ldexp(Scale.ONE_POWER)
 _ldexp = _ldexp_scalef if HAS_SCALEF else _ldexp_powers
+# Where vscalefps is one instruction the half build is ldexp itself, so the backend gives a
+# formula's half_value only to hosts without it (cpu.CpuBackend.kernels): elsewhere its loops
+# would be the narrow ones again, compiled twice.
+HALF_SCALE = not HAS_SCALEF
+_ldexp_half = _ldexp_scalef if HAS_SCALEF else _ldexp_one_power
 
 
 @overload(scalar.fma)
@@ -331,6 +349,11 @@ def _fma_impl(a, b, c):
 @overload(scalar.ldexp)
 def _ldexp_impl(x, k):
     return lambda x, k: _ldexp(x, k)
+
+
+@overload(scalar.ldexp_half)
+def _ldexp_half_impl(x, k):
+    return lambda x, k: _ldexp_half(x, k)
 
 
 @overload(scalar.frexp)

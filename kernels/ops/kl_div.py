@@ -33,7 +33,7 @@ from kernels.plan import (
     elementwise_geometry,
     reduce_geometry,
 )
-from kernels.scalar import fma, frexp, horner, ldexp
+from kernels.scalar import fma, frexp, horner, ldexp, ldexp_half
 from kernels.tiling import Tiling
 
 
@@ -87,9 +87,12 @@ _SUM = (
 _SUM_HALVED = tuple(np.float32(c / 2) for c in _SUM)
 
 
-def _log_value(coefficients: tuple[np.float32, ...], one_step: bool) -> Callable[[float, float, float, float], float]:
+def _log_value(
+    coefficients: tuple[np.float32, ...], one_step: bool, scale: Callable[[float, int], float] = ldexp
+) -> Callable[[float, float, float, float], float]:
     """``(-exp(t) * g) * cof`` with exp(t)'s polynomial ``coefficients`` (halved), as numba compiles it;
-    ``one_step``: the reduction's ln2 in one float32 constant, where the polynomial is the coarser.
+    ``one_step``: the reduction's ln2 in one float32 constant, where the polynomial is the coarser;
+    ``scale``: the last step's ldexp, or ldexp_half where the result is a float16 and g one too.
 
     exp(t) in float32 arithmetic, branch-free, the Triton source's algorithm: Cody-Waite reduction
     t = k ln2 + r (|r| <= ln2/2), a polynomial in r, then the scale by 2^k. A libm expf call per
@@ -120,7 +123,7 @@ def _log_value(coefficients: tuple[np.float32, ...], one_step: bool) -> Callable
         p = horner(r, coefficients)
         p = _ZERO if t <= _EXP64_ZERO else p  # NaN t: the comparison fails, p stays NaN
         s = p * (g * -m)
-        return ldexp(s, np.float32(j).view(np.int32) - (_ROUND_BITS - 1 - shift))
+        return scale(s, np.float32(j).view(np.int32) - (_ROUND_BITS - 1 - shift))
 
     return value
 
@@ -129,6 +132,13 @@ _value_log = _log_value(_TAYLOR, False)
 # Formula.narrow_value: 16-bit outputs of elementwise walks; two float32 roundings of the product,
 # far inside the 16-bit result's half ulp.
 _value_log_narrow = _log_value(_SHORT, True)
+# Formula.half_value: float16 outputs of elementwise walks whose gradient is float16 too. Then
+# |p/2 * g * m| lies in [2^-27, 2^16] (|g| in [2^-24, 65504], p/2 in [0.35, 0.71], m in [0.5, 1)), or
+# is 0, inf or NaN, so the float16 result of the scale by 2^k is the same for every k past
+# [-126, 127] as at its end: ldexp_half, one power of two where ldexp takes three without AVX-512F.
+# Same bits as the narrow formula on every input: both scales are exact where the float32 result is
+# normal, and where it is not, both round to a float16 zero.
+_value_log_half = _log_value(_SHORT, True, ldexp_half)
 # Formula.sum_value: the terms of broadcast sums, every out dtype.
 _value_log_sum = _log_value(_SUM_HALVED, True)
 
@@ -143,6 +153,7 @@ FORMULA_LOG = Formula(
     compute_bound=True,
     log_target=True,
     narrow_value=_value_log_narrow,
+    half_value=_value_log_half,
     sum_value=_value_log_sum,
 )
 

@@ -4,9 +4,10 @@ degree-5 exp of a broadcast sum's terms; and the degree-7 one it keeps everywher
 
 The narrow exp is held to the 16-bit bar on every float16 and bfloat16 target there is (65536 bit
 patterns each, NaN and inf and subnormals included), through the library on the CPU backend, in
-each elementwise variant. Broadcast sums must not take it: a sum that cancels would show the short
-polynomial's 1e-4 relative error against SEMANTICS' 1e-5 bar. Their sum exp is held to that bar
-over the exp's whole finite range, where its one-fma reduction is least exact.
+each elementwise variant; its float16-gradient twin (Formula.half_value) gives its bits. Broadcast
+sums must not take it: a sum that cancels would show the short polynomial's 1e-4 relative error
+against SEMANTICS' 1e-5 bar. Their sum exp is held to that bar over the exp's whole finite range,
+where its one-fma reduction is least exact.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 import torch
 
 import kernels
-from kernels.backends import cpu
+from kernels.backends import cpu, cpu_loops
 from kernels.ops import kl_div
 from tests.helpers import assert_within
 
@@ -118,11 +119,49 @@ def test_broadcast_sum_never_takes_the_narrow_exp_where_terms_cancel(dtype: torc
     assert_within(out, ref, 1.0, rel_to=scale, rel=1e-5)
 
 
+def _float16_grads(shape: tuple[int, ...]) -> torch.Tensor:
+    """float16 gradients over the whole range, as ldexp_half's bound reads it: every binade from the
+    smallest subnormal to 65504, both signs, and 0, inf, NaN."""
+    gen = torch.Generator().manual_seed(9)
+    n = math.prod(shape)
+    mags = torch.exp2(torch.randint(-24, 16, (n,), generator=gen).double()) * (1.0 + torch.rand(n, generator=gen))
+    g = (mags * torch.randn(n, generator=gen).sign()).to(torch.float16)
+    g[:8] = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 65504.0, 2.0**-24, -(2.0**-24)])
+    return g.reshape(shape)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean", "batchmean"])
+@pytest.mark.parametrize("config", ["flat", "scalar_grad", "strided"])
+def test_float16_gradient_half_formula_gives_the_narrow_formulas_bits(reduction: str, config: str) -> None:
+    """A float16 out of a float16 gradient takes Formula.half_value (one power of two for the
+    scale, on hosts without vscalefps); a float32 gradient of the same values takes narrow_value.
+    Every float16 target, gradients over their whole range (full and 0-d), cof from 1 to 2^-16:
+    the same bits, the one-power scale losing nothing the result can show. (Against the reference,
+    the tests above; with g = 65504 the degree-3 exp's 1e-4 can round a product just under 65520,
+    float16's overflow threshold, up to inf in either formula.)"""
+    t = _every_value(torch.float16)
+    if config == "strided":
+        t = t.reshape(256, 256).t()
+    cfg = None if config == "strided" else {"variant": config, "tile": 1024, "cores": 1}
+    full = [_float16_grads(tuple(t.shape))] if config != "scalar_grad" else []
+    scalars = [torch.tensor(v, dtype=torch.float16) for v in (65504.0, -(2.0**-24), 1.0, math.inf)]
+    grads = full + (scalars if config != "flat" else [])
+    for g in grads:
+        half = kernels.kl_div_backward(g, t, t, reduction, True, backend="cpu", config=cfg)
+        narrow = kernels.kl_div_backward(g.float(), t, t, reduction, True, backend="cpu", config=cfg)
+        assert torch.equal(half.view(torch.int16), narrow.view(torch.int16)), f"g {tuple(g.shape)} differs"
+
+
 def test_only_formulas_with_a_narrow_or_sum_value_get_their_own_kernels_plumbing() -> None:
     """Which compiled loops the backend hands out (plumbing; the tests above check the values)."""
     backend = cpu.BACKEND
     wide, narrow = backend.kernels(kl_div.FORMULA_LOG, False), backend.kernels(kl_div.FORMULA_LOG, True)
     summed = backend.kernels(kl_div.FORMULA_LOG, summed=True)
+    half = backend.kernels(kl_div.FORMULA_LOG, True, half=True)
     assert len({id(wide), id(narrow), id(summed)}) == 3
+    # The half loops are their own only where ldexp takes more than one instruction (no AVX-512F).
+    assert (half is narrow) is not cpu_loops.HALF_SCALE
+    assert backend.kernels(kl_div.FORMULA_LOG, False, half=True) is wide  # half applies to narrow outs
     plain = backend.kernels(kl_div.FORMULA, False)
     assert backend.kernels(kl_div.FORMULA, True) is plain and backend.kernels(kl_div.FORMULA, summed=True) is plain
+    assert backend.kernels(kl_div.FORMULA, True, half=True) is plain

@@ -1,7 +1,8 @@
 """kernels/scalar.py's helpers as the CPU backend compiles them, against their Python meaning.
 
 ldexp has two builds (vscalefps with AVX-512F, three powers of two from exponent bits without it); both are
-checked here in one process, and the ops through the three-powers build in a fresh one.
+checked here in one process, and the ops through the three-powers build in a fresh one. ldexp_half's
+one-power build is checked against ldexp's float16 rounding over its whole domain.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def _ldexp_loop(ldexp: Callable[..., float]) -> Callable[..., None]:
 
 _scalef = _ldexp_loop(cpu_loops._ldexp_scalef)
 _powers = _ldexp_loop(cpu_loops._ldexp_powers)
+_one_power = _ldexp_loop(cpu_loops._ldexp_one_power)
 
 
 @njit
@@ -77,6 +79,30 @@ def test_ldexp_in_three_powers_is_exact_except_one_subnormal_ulp() -> None:
     assert diff[~normal].max() <= 2.0**-149, "a subnormal result may be off by one subnormal ulp"
 
 
+def test_ldexp_half_in_one_power_rounds_to_ldexps_float16_on_its_whole_domain() -> None:
+    """ldexp_half's domain: |x| in [2^-27, 2^16] (every binade, both ends, random mantissas) and 0,
+    inf, NaN, against every k KL's exp can ask for (-378 to 381): its one clamped power gives the
+    float16 that the exact (float64) product rounds to, bit for bit, as ldexp's float32 does."""
+    rng = np.random.default_rng(5)
+    ends = np.float32([2.0**-27, 2.0**16, 65504.0, 65520.0, 2.0**-24, 2.0**-25, 1.0])
+    binades = np.exp2(rng.integers(-27, 16, 4000)).astype(np.float32) * rng.uniform(1.0, 2.0, 4000).astype(np.float32)
+    special = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan])
+    x = np.concatenate([ends, -ends, binades, -binades, special])
+    k = np.arange(-378, 382, dtype=np.int32)
+    xs, ks = np.repeat(x, k.size), np.tile(k, x.size)
+    out = np.empty_like(xs)
+    _one_power(xs, ks, out)
+    with np.errstate(over="ignore"):
+        want = np.ldexp(xs.astype(np.float64), ks).astype(np.float16)  # one rounding, into 16 bits
+    got = out.astype(np.float16)
+    same = (got.view(np.uint16) == want.view(np.uint16)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), f"{(~same).sum()} differ, e.g. x={xs[~same][:3]} k={ks[~same][:3]}: {got[~same][:3]}"
+    inside = (ks >= -126) & (ks <= 127) & np.isfinite(xs)
+    exact = np.ldexp(xs[inside].astype(np.float64), ks[inside])
+    normal = np.abs(exact) >= np.finfo(np.float32).tiny
+    assert np.array_equal(out[inside][normal], exact[normal].astype(np.float32)), "a normal result is exact"
+
+
 def test_fma_is_one_rounding_where_the_host_has_fma() -> None:
     rng = np.random.default_rng(11)
     a, b, c = (rng.standard_normal(4000).astype(np.float32) for _ in range(3))
@@ -101,6 +127,7 @@ def test_python_meaning_of_the_helpers() -> None:
     assert scalar.fma(2.0, 3.0, 1.0) == 7.0
     assert scalar.ldexp(1.5, -149) == 1.5 * 2.0**-149
     assert scalar.ldexp(1.0, 128) == 2.0**128  # float64 here; float32 kernels overflow to inf
+    assert scalar.ldexp_half(1.5, -20) == scalar.ldexp(1.5, -20)
     assert scalar.frexp(0.75) == (0.75, 0) and scalar.frexp(-6.0) == (-0.75, 3)
     assert scalar.horner(2.0, (1.0, 3.0, 0.5)) == 1.0 + 3.0 * 2.0 + 0.5 * 4.0
 

@@ -252,11 +252,22 @@ def _freeze(args: argparse.Namespace) -> int:
 
 def _restamp(args: argparse.Namespace) -> int:
     from kernels import frozen
-    from tuner.restamp import GitHistory, Outcome, format_outcomes, host_tables, restamp_table, target
+    from tuner.restamp import (
+        Comparer,
+        GitHistory,
+        Outcome,
+        format_outcomes,
+        host_tables,
+        restamp_table,
+        target,
+        tree_sources,
+    )
 
     to = target(args.target) if args.target else None
     paths = args.tables or [frozen.config_path("cpu", name) for name in host_tables(to)]
     history = GitHistory()
+    tree = tree_sources()
+    comparer = Comparer(tree, to)  # the tables share their compiles: the tier's entries are mostly the chip's
     for path in paths:
         if not path.exists():
             if args.tables:
@@ -267,7 +278,14 @@ def _restamp(args: argparse.Namespace) -> int:
             print(f"{path.name} {outcome.where}: {outcome.verdict.value} {outcome.label}", file=sys.stderr)
 
         outcomes = restamp_table(
-            path, dry_run=args.dry_run, storage=args.storage, find_sources=history, progress=progress, to=to
+            path,
+            dry_run=args.dry_run,
+            storage=args.storage,
+            find_sources=history,
+            tree=tree,
+            progress=progress,
+            to=to,
+            comparer=comparer,
         )
         print(format_outcomes(path, outcomes, args.dry_run))
     return 0

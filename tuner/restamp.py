@@ -23,8 +23,9 @@ another CPU instead, through numba's own cross-compilation switches (``NUMBA_CPU
 ``NUMBA_CPU_FEATURES``), which the loops' feature gates and the device name follow
 (cpu_loops.target_features): an AVX-512 host can check the AVX2 tier's table for the CPU it was
 tuned on. The proof is that the old and the new source give the same IR for that CPU and those
-features; the probes run here (numba compiles a loop at its first call), so the target's features
-must be a subset of this host's.
+features. The probes run here (numba compiles a loop at its first call) where the target's
+features are a subset of this host's; for any other target each call compiles and returns without
+running, so an AVX2 host can check the AVX-512 tables too.
 
 A stale entry's revision is found by either hash of its sources: the canonical one (the same
 under every Python minor), or, for a table frozen before it, this Python's legacy one (of
@@ -116,19 +117,31 @@ TARGETS = {
 
 
 def target(name: str) -> Target:
-    """One of TARGETS by its CPU name, checked runnable here (runnable: see runnable_here)."""
+    """One of TARGETS by its CPU name. One whose features this host lacks is compiled for without
+    running (see runs_here)."""
     if name not in TARGETS:
         raise ValueError(f"target: expected one of {', '.join(TARGETS)}, got {name!r}")
-    return runnable_here(TARGETS[name])
+    return TARGETS[name]
 
 
-def runnable_here(to: Target) -> Target:
-    """``to`` where this host has every feature it names: a worker launches its probe problem to
-    compile it (numba compiles a loop at its first call), so the code must run here."""
+def _missing_here(to: Target) -> list[str]:
     from llvmlite import binding as llvm
 
     host = llvm.get_host_cpu_features()
-    missing = [name for name, on in to.flags().items() if on and not host.get(name, False)]
+    return [name for name, on in to.flags().items() if on and not host.get(name, False)]
+
+
+def runs_here(to: Target) -> bool:
+    """Whether this host has every feature ``to`` names. A worker launches its probe problem to
+    compile it (numba compiles a loop at its first call); for a target that does not run here
+    (an AVX-512 table checked from an AVX2 host) the worker's loops compile at that call and are
+    never run (_compile_only), so the IR compared is the same either way."""
+    return not _missing_here(to)
+
+
+def runnable_here(to: Target) -> Target:
+    """``to`` where this host has every feature it names, else a ValueError that names them."""
+    missing = _missing_here(to)
     if missing:
         raise ValueError(
             f"target: expected a CPU whose features this host has (its probes run here), got {to.cpu}"
@@ -383,10 +396,29 @@ def compiled_ir(case: Case, config: Tiling, loops: ModuleType, formulas: dict[st
 _WORKER_ENV = {"PYTHONHASHSEED": "0"}
 
 
+def _compile_only() -> None:
+    """Make every numba dispatcher call in this (worker) process compile for its arguments' types,
+    as a first call does (numba's _compile_for_args), and return without running the code: a
+    target's instructions may be ones this host lacks. The launch's outputs are never written;
+    compiled_ir reads only what was compiled."""
+    from numba.core import types as nb_types
+    from numba.core.dispatcher import Dispatcher, OmittedArg
+
+    def compile_only(self: Dispatcher, *args: object, **kwargs: object) -> None:
+        if kwargs:
+            raise TypeError(f"a probe launch passed keyword arguments to {self.py_func.__name__}: {sorted(kwargs)}")
+        argtypes = tuple(nb_types.Omitted(a.value) if isinstance(a, OmittedArg) else self.typeof_pyval(a) for a in args)
+        self.compile(argtypes)
+
+    Dispatcher.__call__ = compile_only  # type: ignore[method-assign]
+
+
 def _worker(spec: dict[str, object]) -> dict[str, str]:
     """One side's compile, in this (fresh) process: the spec's sources loaded under fixed names."""
     if spec.get("target"):
         Target(**spec["target"]).impersonate()  # type: ignore[arg-type]
+    if spec.get("compile_only"):
+        _compile_only()
     sources = spec["sources"]
     assert isinstance(sources, dict)
     loops = _load("kernels.backends._restamp_cpu_loops", str(sources["loops"]))
@@ -450,6 +482,14 @@ class Comparer:
         self._target = to
         self._cache: dict[tuple[object, ...], tuple[Verdict, str]] = {}
 
+    @property
+    def tree(self) -> Sources:
+        return self._tree
+
+    @property
+    def target(self) -> Target | None:
+        return self._target
+
     def compare(self, entry: dict[str, object], old: Sources) -> tuple[Verdict, str]:
         try:
             config = Tiling.from_dict(entry["config"])  # type: ignore[arg-type]
@@ -480,6 +520,9 @@ class Comparer:
         op = str(entry["op"])
         probe = {"op": op, "entry": entry, "numel": numel, "config": config.to_dict()}
         probe["target"] = dataclasses.asdict(self._target) if self._target else None
+        # A target this host cannot run is compiled for, not launched: the IR is what the first
+        # call compiles either way. Both sides alike, so a match is still proof.
+        probe["compile_only"] = self._target is not None and not runs_here(self._target)
         now: dict[str, set[str]] = {}
         then: dict[str, set[str]] = {}
         for attempt in range(1, ATTEMPTS + 1):
@@ -547,6 +590,7 @@ def restamp_table(
     tree: Sources | None = None,
     progress: Callable[[Outcome], None] | None = None,
     to: Target | None = None,
+    comparer: Comparer | None = None,
 ) -> list[Outcome]:
     """Check every stale entry of the CPU table at ``path``; unless ``dry_run``, write the table
     with the SAME ones restamped (atomically; untouched where none is) and update their studies
@@ -554,7 +598,10 @@ def restamp_table(
 
     ``find_sources(op, kernel_hash, commit_hint)``: the revision an entry was tuned on (default:
     git history); ``tree``: the sources to compare against (default: the working tree); ``to``:
-    the CPU to compile for (default: this host), whose tables the table must be one of."""
+    the CPU to compile for (default: this host), whose tables the table must be one of;
+    ``comparer``: one shared by the tables of one target, so an entry of the tier's table that
+    launches what the chip's table launched takes that comparison's verdict (a compile pair costs
+    seconds)."""
     if path.parent.name != "cpu":
         raise ValueError(f"table: expected a CPU table (kernels/configs/cpu/<device>.json), got {path}")
     readable = host_tables(to)
@@ -567,7 +614,10 @@ def restamp_table(
     table = _read_table(path)
     find = find_sources or GitHistory()
     current = tree or tree_sources()
-    comparer = Comparer(current, to)
+    if comparer is None:
+        comparer = Comparer(current, to)
+    elif comparer.tree is not current or comparer.target != to:
+        raise ValueError("comparer: expected one of the same tree and target as this restamp")
     chip = readable[0]
     outcomes: list[Outcome] = []
     entries: list[dict[str, object]] = table["entries"]

@@ -18,6 +18,7 @@ from kernels import frozen, tiling
 from kernels.backends import cpu_loops
 from kernels.modes import Op, Reduction, Variant
 from kernels.tiling import Tiling
+from tests.helpers import run_fresh
 from tuner import cli
 from tuner.freeze import KEY_FIELDS, freeze, write_atomic
 from tuner.problems import Case
@@ -383,6 +384,45 @@ def test_a_target_cpu_restamps_where_the_edit_is_behind_a_feature_it_lacks(tmp_p
     outcomes = restamp_table(here, storage=journal, find_sources=lambda op, h, c: old)
     (outcome,) = [o for o in outcomes if o.where.startswith("entries")]
     assert outcome.verdict is (Verdict.CHANGED if cpu_loops.HAS_BF16 else Verdict.SAME), outcome.detail
+
+
+def test_compile_only_compiles_each_call_and_never_runs_it() -> None:
+    """What a worker does for a target this host cannot run: a dispatcher call compiles for its
+    arguments' types, as a first call does, and returns without running (nothing is written).
+    In a fresh process: the patch is process-wide."""
+    code = (
+        "import numpy as np\n"
+        "from numba import njit\n"
+        "from tuner.restamp import _compile_only\n"
+        "@njit\n"
+        "def fill(a, v, n):\n"
+        "    for i in range(n):\n"
+        "        a[i] = v\n"
+        "_compile_only()\n"
+        "a = np.zeros(4, np.float32)\n"
+        "assert fill(a, 7.0, 4) is None and (a == 0).all()\n"
+        "print(fill.signatures, 'define' in fill.inspect_llvm(fill.signatures[0]))\n"
+    )
+    assert run_fresh(code, {}) == "[(Array(float32, 1, 'C', False, aligned=True), float64, int64)] True"
+
+
+def test_an_avx512_target_restamps_from_any_host(tmp_path: Path) -> None:
+    """The Zen 4 compiled for from this host, whatever its features (an AVX2 host compiles without
+    running): an old revision that is the tree restamps a bfloat16 entry, one without the
+    AVX512-BF16 store (a gate the Zen 4 takes) leaves it stale."""
+    znver4 = TARGETS["znver4"]
+    tree = tree_sources()
+    no_bf16 = Sources("no-bf16", tree.loops.replace(BF16_GATE, "HAS_BF16 = False"), tree.ops)
+    names = host_tables(znver4)
+    assert names == ("x86_64-avx512-znver4-2t", "x86_64-avx512-2t"), names
+    table = frozen.config_path("cpu", names[0], tmp_path)
+    journal = str(tmp_path / "j.log")
+    for old, verdict in ((_edited("X = 1\n"), Verdict.SAME), (no_bf16, Verdict.CHANGED)):
+        entry = _mse_entry(CONFIG, old.kernel_hash("mse")) | {"dtype": "bfloat16"}
+        write_atomic(table, {"schema_version": frozen.SCHEMA_VERSION, "entries": [entry], "common": {}})
+        outcomes = restamp_table(table, storage=journal, find_sources=lambda op, h, c, old=old: old, to=znver4)
+        (outcome,) = [o for o in outcomes if o.where.startswith("entries")]
+        assert outcome.verdict is verdict, (old.label, outcome.detail)
 
 
 def test_a_target_with_features_this_host_lacks_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

@@ -45,6 +45,13 @@ class Formula:
     # scale by 2^k: one power of two for three, kernels/scalar.ldexp_half). The same bits as
     # narrow_value on every input. None: narrow_value.
     half_value: Callable[..., float] | None = None
+    # value's and narrow_value's cheap twins for the contiguous loops of hosts where a step of theirs
+    # costs several instructions: each returns (its value, a flag) and equals its formula bit for
+    # bit where the flag is False; the loop redoes a tile with the formula where any flag is True
+    # (KL log_target's scale by 2^k: one power of two where k allows, kernels/scalar.ldexp_checked).
+    # None: no twin.
+    checked_value: Callable[..., tuple[float, bool]] | None = None
+    narrow_checked_value: Callable[..., tuple[float, bool]] | None = None
     # The formula of a broadcast sum's terms (the reduce walks, every out dtype), where a cheaper one
     # is accurate enough: SEMANTICS holds such a sum to relative 1e-5 of the summed magnitudes, not
     # to float32's 4 ulp, so its terms need about 1e-6, not 24 bits (KL log_target's exp: degree 5

@@ -35,6 +35,15 @@ def ldexp_half(x: float, k: int) -> float:
     return math.ldexp(x, k)
 
 
+def ldexp_checked(x: float, k: int) -> tuple[float, bool]:
+    """``(ldexp(x, k), False)`` for k in [-126, 127], where 2^k is one normal float32 and one
+    multiply rounds the product once (a subnormal result included); ``(anything, True)`` outside it.
+    A formula that returns it is the cheap twin of one that calls ``ldexp``: the loops that take it
+    redo every element of a tile whose flags are not all False with ``ldexp`` (the CPU build without
+    AVX-512F, where ``ldexp`` is three powers of two)."""
+    return math.ldexp(x, k), not -126 <= k <= 127
+
+
 def frexp(x: float) -> tuple[float, int]:
     """``(m, e)`` with ``x = m * 2**e`` and ``0.5 <= |m| < 1``, for a normal x (the CPU build reads
     x's bits, so zero, subnormals, inf and NaN are outside its domain). A formula calls it on a

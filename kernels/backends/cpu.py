@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
+from collections.abc import Callable
 from functools import lru_cache
 from types import ModuleType
 
@@ -228,13 +229,26 @@ class CpuBackend:
         walks). All are built on first use: numba compiles lazily."""
         sets = self._kernels.get(formula.name)
         if sets is None:
-            make = self._loops.make_cpu_kernels
-            wide = make(formula.value, formula.compute_bound)
-            narrow_set = wide if formula.narrow_value is None else make(formula.narrow_value, formula.compute_bound)
-            summed_set = wide if formula.sum_value is None else make(formula.sum_value, formula.compute_bound)
+            loops = self._loops
+            # Checked twins only where ldexp is three powers of two; an older revision of the loops
+            # (tuner.restamp) has none and takes no third argument.
+            checked = getattr(loops, "CHECKED_SCALE", False)
+
+            def make(
+                value: Callable[..., float], twin: Callable[..., tuple[float, bool]] | None = None
+            ) -> cpu_loops.CpuKernels:
+                if checked and twin is not None:
+                    return loops.make_cpu_kernels(value, formula.compute_bound, twin)
+                return loops.make_cpu_kernels(value, formula.compute_bound)
+
+            wide = make(formula.value, formula.checked_value)
+            narrow_set = (
+                wide if formula.narrow_value is None else make(formula.narrow_value, formula.narrow_checked_value)
+            )
+            summed_set = wide if formula.sum_value is None else make(formula.sum_value)
             # An older revision of the loops (tuner.restamp) has no ldexp_half: its narrow loops.
             half_value = formula.half_value if getattr(self._loops, "HALF_SCALE", False) else None
-            half_set = narrow_set if half_value is None else make(half_value, formula.compute_bound)
+            half_set = narrow_set if half_value is None else make(half_value)
             sets = self._kernels[formula.name] = (wide, narrow_set, summed_set, half_set)
         if summed:
             return sets[2]

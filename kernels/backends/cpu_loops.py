@@ -275,6 +275,7 @@ class Scale(StrEnum):
     SCALEF = "scalef"  # LLVM's ldexp: one vscalefps per vector with AVX-512F
     POWERS = "powers"  # three normal powers of two made from exponent bits, for k in [-378, 381]
     ONE_POWER = "one_power"  # one such power, k clamped into [-126, 127] (scalar.ldexp_half)
+    NEAR = "near"  # one such power, k not clamped: exact in [-126, 127] (scalar.ldexp_checked)
 
 
 def _make_ldexp(scale: Scale) -> Callable[..., float]:
@@ -288,6 +289,8 @@ def _make_ldexp(scale: Scale) -> Callable[..., float]:
     2^+-345 (kernels/ops/kl_div.py). A subnormal result may be rounded more than once: 1 subnormal
     ulp. ``Scale.ONE_POWER`` is the first of those steps alone, scalar.ldexp_half's meaning: a
     float16 result of an x in [2^-27, 2^16] needs no more (5 vector operations of the 15).
+    ``Scale.NEAR``: that power without the clamp (3 operations), for k in [-126, 127] only: the
+    caller flags the rest (``_scale_miss``) and redoes them with ``Scale.POWERS``.
     """
 
     @intrinsic
@@ -317,6 +320,8 @@ def _make_ldexp(scale: Scale) -> Callable[..., float]:
                 biased = builder.add(h, ir.Constant(_I32, 127))
                 return builder.bitcast(builder.shl(biased, ir.Constant(_I32, 23)), f32)
 
+            if scale is Scale.NEAR:
+                return builder.fmul(value, power(exp))
             h1 = clamp(exp)
             if scale is Scale.ONE_POWER:
                 return builder.fmul(value, power(h1))
@@ -333,12 +338,34 @@ def _make_ldexp(scale: Scale) -> Callable[..., float]:
 _ldexp_scalef = _make_ldexp(Scale.SCALEF)
 _ldexp_powers = _make_ldexp(Scale.POWERS)
 _ldexp_one_power = _make_ldexp(Scale.ONE_POWER)
+_ldexp_near = _make_ldexp(Scale.NEAR)
 _ldexp = _ldexp_scalef if HAS_SCALEF else _ldexp_powers
 # Where vscalefps is one instruction the half build is ldexp itself, so the backend gives a
 # formula's half_value only to hosts without it (cpu.CpuBackend.kernels): elsewhere its loops
 # would be the narrow ones again, compiled twice.
 HALF_SCALE = not HAS_SCALEF
 _ldexp_half = _ldexp_scalef if HAS_SCALEF else _ldexp_one_power
+# Where vscalefps is one instruction a checked twin saves nothing: the backend builds the checked
+# contiguous loops (make_cpu_kernels' ``checked``) only where ldexp is three powers of two.
+CHECKED_SCALE = not HAS_SCALEF
+
+
+@intrinsic
+def _scale_miss(typingctx, k):
+    """k outside [-126, 127], as a bool: one add and one unsigned compare on k's int32."""
+    if not isinstance(k, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        (exp,) = args
+        if k.bitwidth > 32:
+            exp = builder.trunc(exp, _I32)
+        elif k.bitwidth < 32:
+            exp = (builder.sext if k.signed else builder.zext)(exp, _I32)
+        biased = builder.add(exp, ir.Constant(_I32, 126))
+        return builder.icmp_unsigned(">", biased, ir.Constant(_I32, 253))
+
+    return types.boolean(k), codegen
 
 
 @overload(scalar.fma)
@@ -354,6 +381,11 @@ def _ldexp_impl(x, k):
 @overload(scalar.ldexp_half)
 def _ldexp_half_impl(x, k):
     return lambda x, k: _ldexp_half(x, k)
+
+
+@overload(scalar.ldexp_checked)
+def _ldexp_checked_impl(x, k):
+    return lambda x, k: (_ldexp_near(x, k), _scale_miss(k))
 
 
 @overload(scalar.frexp)
@@ -1097,9 +1129,14 @@ def _stage_ragged(a, buf, start, stride, first, lanes, side, width):
             buf[j * width + i] = a[start + i * stride + j]
 
 
-def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False) -> CpuKernels:
+def make_cpu_kernels(
+    value_py: Callable[..., float],
+    compute_bound: bool = False,
+    checked_py: Callable[..., tuple[float, bool]] | None = None,
+) -> CpuKernels:
     """Build the loops around ``value_py(g, x, t, cof)``; numba compiles each lazily per dtype set.
-    ``compute_bound`` (Formula.compute_bound): every loop prefers 512-bit vectors."""
+    ``compute_bound`` (Formula.compute_bound): every loop prefers 512-bit vectors. ``checked_py``
+    (Formula.checked_value): value_py's cheap twin with a flag, for the contiguous loops."""
     value = njit(inline="always")(value_py)
     vectors = _wide_vectors if compute_bound else _default_vectors
 
@@ -1142,6 +1179,56 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
                         for i in range(us, stop):
                             gi = g0 if scalar_g else _load(g, i)
                             _store(o, i, value(gi, _load(x, i), _load(t, i), cof))
+                if stream:
+                    _sfence()
+
+        return loop
+
+    # The contiguous loops of a formula with a checked twin: each tile takes the twin, whose flag
+    # says where its cheap step was not exact, and is done again with the formula where any was
+    # (KL log_target's scale by 2^k in one power of two where ldexp takes three: k leaves [-126,
+    # 127] only for |t| past ~60 or an extreme gradient). The flags fold into one bool per tile,
+    # an OR that vectorises with the loop; the redo is the same loop, so a redone tile's values are
+    # the formula's bits, as every other element's are (the twin's equal them where unflagged).
+    checked = None if checked_py is None else njit(inline="always")(checked_py)
+
+    def checked_contiguous(scalar_g: bool) -> Callable[..., None]:
+        @njit(inline="always")
+        def passes(dst, base, g, x, t, g0, us, m, cof):
+            """Elements us .. us + m into dst from base on: the twin's pass, and the formula's where
+            any flag was set."""
+            miss = False
+            for i in range(m):
+                gi = g0 if scalar_g else _load(g, us + i)
+                v, bad = checked(gi, _load(x, us + i), _load(t, us + i), cof)
+                _store(dst, base + i, v)
+                miss |= bad
+            if miss:
+                for i in range(m):
+                    gi = g0 if scalar_g else _load(g, us + i)
+                    _store(dst, base + i, value(gi, _load(x, us + i), _load(t, us + i), cof))
+
+        def loop(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks, stream):
+            g, x, t, o = _view(pg, 1 if scalar_g else n, tg), _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)
+            cof = np.float32(cof64)
+            g0 = _load(g, 0)
+            chunk = _block_share(n, nblocks)
+            un, uahead, own_x = np.uint64(n), np.uint64(ahead), px != pt
+            for b in prange(nblocks):
+                vectors()
+                buf = np.empty(tile if stream else 0, to.dtype)
+                end = min(n, (b + 1) * chunk)
+                for s in range(b * chunk, end, tile):
+                    us, stop = np.uint64(s), np.uint64(min(s + tile, end))
+                    if uahead:
+                        if not scalar_g:
+                            _prefetch_window(g, us + uahead, np.uint64(tile), un)
+                        _prefetch_inputs(x, t, own_x, us + uahead, np.uint64(tile), un)
+                    if stream:
+                        passes(buf, np.uint64(0), g, x, t, g0, us, stop - us, cof)
+                        _stream_out(buf, stop - us, o, us, po)
+                    else:
+                        passes(o, us, g, x, t, g0, us, stop - us, cof)
                 if stream:
                     _sfence()
 
@@ -1842,9 +1929,10 @@ def make_cpu_kernels(value_py: Callable[..., float], compute_bound: bool = False
     runs = {run: both(strided_walk(run)) for run in StridedRun}
     reduces = {run: both(reduce_walk(run)) for run in StridedRun}
     reduces_along = {scalar_g: both(reduce_along_walk(scalar_g)) for scalar_g in (False, True)}
+    flat_loop = contiguous if checked is None else checked_contiguous
     return CpuKernels(
-        both(contiguous(False)),
-        both(contiguous(True)),
+        both(flat_loop(False)),
+        both(flat_loop(True)),
         runs,
         walks,
         reduces,

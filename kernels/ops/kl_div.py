@@ -33,7 +33,7 @@ from kernels.plan import (
     elementwise_geometry,
     reduce_geometry,
 )
-from kernels.scalar import fma, frexp, horner, ldexp, ldexp_half
+from kernels.scalar import fma, frexp, horner, ldexp, ldexp_checked, ldexp_half
 from kernels.tiling import Tiling
 
 
@@ -92,7 +92,8 @@ def _log_value(
 ) -> Callable[[float, float, float, float], float]:
     """``(-exp(t) * g) * cof`` with exp(t)'s polynomial ``coefficients`` (halved), as numba compiles it;
     ``one_step``: the reduction's ln2 in one float32 constant, where the polynomial is the coarser;
-    ``scale``: the last step's ldexp, or ldexp_half where the result is a float16 and g one too.
+    ``scale``: the last step's ldexp, or ldexp_half where the result is a float16 and g one too, or
+    ldexp_checked for the twin that returns (value, flag) (Formula.checked_value).
 
     exp(t) in float32 arithmetic, branch-free, the Triton source's algorithm: Cody-Waite reduction
     t = k ln2 + r (|r| <= ln2/2), a polynomial in r, then the scale by 2^k. A libm expf call per
@@ -139,6 +140,12 @@ _value_log_narrow = _log_value(_SHORT, True)
 # Same bits as the narrow formula on every input: both scales are exact where the float32 result is
 # normal, and where it is not, both round to a float16 zero.
 _value_log_half = _log_value(_SHORT, True, ldexp_half)
+# Formula.checked_value and narrow_checked_value: the same in one power of two where k is in [-126,
+# 127] (for a gradient and cof near 1, |t| up to ~87), with a flag where it is not; the contiguous
+# loops of hosts without AVX-512F redo a flagged tile with the formulas above. The 15 vector
+# operations of the three powers become 3, and the flag's compare and OR 3 more.
+_value_log_checked = _log_value(_TAYLOR, False, ldexp_checked)
+_value_log_narrow_checked = _log_value(_SHORT, True, ldexp_checked)
 # Formula.sum_value: the terms of broadcast sums, every out dtype.
 _value_log_sum = _log_value(_SUM_HALVED, True)
 
@@ -154,6 +161,8 @@ FORMULA_LOG = Formula(
     log_target=True,
     narrow_value=_value_log_narrow,
     half_value=_value_log_half,
+    checked_value=_value_log_checked,
+    narrow_checked_value=_value_log_narrow_checked,
     sum_value=_value_log_sum,
 )
 

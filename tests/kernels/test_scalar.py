@@ -2,7 +2,8 @@
 
 ldexp has two builds (vscalefps with AVX-512F, three powers of two from exponent bits without it); both are
 checked here in one process, and the ops through the three-powers build in a fresh one. ldexp_half's
-one-power build is checked against ldexp's float16 rounding over its whole domain.
+one-power build is checked against ldexp's float16 rounding over its whole domain, ldexp_checked's
+against ldexp's float32 rounding where it does not flag.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ def _ldexp_loop(ldexp: Callable[..., float]) -> Callable[..., None]:
 _scalef = _ldexp_loop(cpu_loops._ldexp_scalef)
 _powers = _ldexp_loop(cpu_loops._ldexp_powers)
 _one_power = _ldexp_loop(cpu_loops._ldexp_one_power)
+
+
+@njit
+def _checked_loop(x, k, out, flags):
+    for i in range(x.size):
+        out[i], flags[i] = scalar.ldexp_checked(x[i], k[i])
 
 
 @njit
@@ -101,6 +108,30 @@ def test_ldexp_half_in_one_power_rounds_to_ldexps_float16_on_its_whole_domain() 
     exact = np.ldexp(xs[inside].astype(np.float64), ks[inside])
     normal = np.abs(exact) >= np.finfo(np.float32).tiny
     assert np.array_equal(out[inside][normal], exact[normal].astype(np.float32)), "a normal result is exact"
+
+
+def test_ldexp_checked_is_ldexp_where_unflagged_and_flags_every_k_outside_one_power() -> None:
+    """ldexp_checked's build (one power of two, k unclamped, Scale.NEAR) against the exact product's
+    float32 rounding for every k in [-126, 127], x over every float32 binade (subnormal results
+    included, so the one multiply must round them once), 0, inf and NaN; and its flag: set for
+    exactly the k outside that range, over every k KL's exp can ask for."""
+    rng = np.random.default_rng(6)
+    mags = np.exp2(rng.integers(-126, 128, 3000)).astype(np.float32) * rng.uniform(1.0, 2.0, 3000).astype(np.float32)
+    special = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, np.finfo(np.float32).max, 2.0**-149])
+    x = np.concatenate([mags, -mags, special]).astype(np.float32)
+    k = np.arange(-378, 382, dtype=np.int32)
+    xs, ks = np.repeat(x, k.size), np.tile(k, x.size)
+    out, flags = np.empty_like(xs), np.empty(xs.size, np.bool_)
+    _checked_loop(xs, ks, out, flags)
+    assert np.array_equal(flags, (ks < -126) | (ks > 127))
+    inside = ~flags
+    with np.errstate(over="ignore"):
+        want = np.ldexp(xs[inside].astype(np.float64), ks[inside]).astype(np.float32)  # one rounding
+    got = out[inside]
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), f"{(~same).sum()} differ, e.g. x={xs[inside][~same][:3]} k={ks[inside][~same][:3]}"
+    assert scalar.ldexp_checked(1.5, -20) == (scalar.ldexp(1.5, -20), False)
+    assert scalar.ldexp_checked(1.5, 128)[1] and scalar.ldexp_checked(1.5, -127)[1]
 
 
 def test_fma_is_one_rounding_where_the_host_has_fma() -> None:

@@ -1,0 +1,129 @@
+"""The contiguous loops of a formula with a checked twin (Formula.checked_value): a tile goes through
+the twin (KL log_target's scale by one power of two, kernels/scalar.ldexp_checked) and again through
+the formula where any element's flag was set. Whatever the flags, every stored bit must be the
+formula's: these build both sets of loops from the op's own formulas and compare them bit for bit,
+on any host (the backend takes the twins only where ldexp is three powers of two, but the loops are
+the same code everywhere).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from kernels.backends import cpu, cpu_loops
+from kernels.ops import kl_div
+
+LOG = kl_div.FORMULA_LOG
+N = 3 * 4096 + 37  # tiles of 1024: a short last tile, and two blocks' shares that end mid-tile
+TILE = 1024
+
+
+def _build(value: Callable[..., float], twin: Callable[..., tuple[float, bool]] | None) -> cpu_loops.CpuKernels:
+    if twin is None:
+        return cpu_loops.make_cpu_kernels(value, LOG.compute_bound)
+    return cpu_loops.make_cpu_kernels(value, LOG.compute_bound, twin)
+
+
+@pytest.fixture(scope="module")
+def builds() -> dict[str, tuple[cpu_loops.CpuKernels, cpu_loops.CpuKernels]]:
+    """(plain, checked) loops of the wide formula (float32 out) and of the narrow one (16-bit)."""
+    return {
+        "wide": (_build(LOG.value, None), _build(LOG.value, LOG.checked_value)),
+        "narrow": (_build(LOG.narrow_value, None), _build(LOG.narrow_value, LOG.narrow_checked_value)),
+    }
+
+
+def _launch(
+    kernels: cpu_loops.CpuKernels, g: torch.Tensor, t: torch.Tensor, out: torch.Tensor, cof: float, **cfg
+) -> None:
+    """One contiguous loop, called as CpuBackend.launch calls it (target standing in for self)."""
+    cores, stream = cfg["cores"], cfg["stream"]
+    fn = (kernels.scalar_grad if g.dim() == 0 else kernels.flat)[cores > 1]
+    if cores > 1:
+        cpu_loops.set_threads(cores)
+    tags = (cpu.TAGS[g.dtype], cpu.TAGS[t.dtype], cpu.TAGS[t.dtype], cpu.TAGS[out.dtype])
+    fn(g.data_ptr(), t.data_ptr(), t.data_ptr(), out.data_ptr(), *tags, t.numel(), cof, TILE, 0, cores, stream)
+
+
+def _targets(dtype: torch.dtype) -> torch.Tensor:
+    """Mostly ordinary log-probabilities, so most tiles take the twin alone; a few elements whose k
+    leaves [-126, 127] (|t| past ~87, inf, NaN), at a tile's first and last element and inside one;
+    one tile swept over the exp's whole range, where nearly every element is flagged."""
+    gen = torch.Generator().manual_seed(3)
+    t = -torch.rand(N, generator=gen, dtype=torch.float64) * 30.0
+    t[TILE : 2 * TILE] = torch.linspace(-800.0, 800.0, TILE, dtype=torch.float64)
+    for i, v in ((0, 120.0), (2 * TILE - 1 + TILE, -200.0), (2 * TILE + 5, math.inf)):
+        t[i] = v
+    t[3 * TILE + 7], t[N - 1] = -math.inf, math.nan
+    return t.to(dtype)
+
+
+def _grads(dtype: torch.dtype, full: bool) -> list[torch.Tensor]:
+    """Full gradients over many binades (0, inf, NaN among them), or 0-d ones, small to large."""
+    if not full:
+        big = 2.0**100 if dtype is not torch.float16 else 60000.0
+        return [torch.tensor(v, dtype=dtype) for v in (1.0, -2.5, big, 2.0**-14)]
+    gen = torch.Generator().manual_seed(4)
+    top = 15 if dtype is torch.float16 else 120
+    g = torch.exp2(torch.randint(-top, top, (N,), generator=gen).double()) * torch.randn(
+        N, generator=gen, dtype=torch.float64
+    )
+    g[:4] = torch.tensor([0.0, math.inf, math.nan, -0.0], dtype=torch.float64)
+    return [g.to(dtype)]
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    view = torch.int32 if a.dtype is torch.float32 else torch.int16
+    return torch.equal(a.view(view), b.view(view))
+
+
+CASES = [
+    ("wide", torch.float32, torch.float32),
+    ("narrow", torch.bfloat16, torch.bfloat16),
+    ("narrow", torch.float16, torch.float16),
+    ("narrow", torch.float16, torch.float32),  # a float32 gradient with a float16 out (SEMANTICS allows it)
+]
+
+
+@pytest.mark.parametrize(("build", "out_dtype", "grad_dtype"), CASES, ids=lambda v: str(v).replace("torch.", ""))
+@pytest.mark.parametrize("full", [True, False], ids=["full", "0d"])
+@pytest.mark.parametrize(("cores", "stream"), [(1, False), (2, True)])
+def test_checked_loops_store_the_formulas_bits(builds, build, out_dtype, grad_dtype, full, cores, stream) -> None:
+    plain, checked = builds[build]
+    t = _targets(out_dtype)
+    for g in _grads(grad_dtype, full):
+        for cof in (1.0, 1.0 / N, 2.0**-40, 1.0 / 3.0):
+            want, got = torch.empty_like(t), torch.empty_like(t)
+            _launch(plain, g, t, want, cof, cores=cores, stream=stream)
+            _launch(checked, g, t, got, cof, cores=cores, stream=stream)
+            assert _same_bits(got, want), f"g {tuple(g.shape)} cof {cof}: {(got != want).sum()} elements differ"
+
+
+def test_every_sixteen_bit_target_through_the_checked_loops(builds) -> None:
+    """All 65536 float16 and bfloat16 targets, each tile mixing flagged and unflagged elements."""
+    plain, checked = builds["narrow"]
+    for dtype in (torch.float16, torch.bfloat16):
+        t = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(dtype)
+        for g in (torch.tensor(1.25, dtype=dtype), torch.full((t.numel(),), -3.0, dtype=dtype)):
+            want, got = torch.empty_like(t), torch.empty_like(t)
+            _launch(plain, g, t, want, 2.0**-16, cores=1, stream=False)
+            _launch(checked, g, t, got, 2.0**-16, cores=1, stream=False)
+            assert _same_bits(got, want), dtype
+
+
+def test_the_backend_takes_the_twins_only_where_ldexp_is_three_powers_plumbing() -> None:
+    """Which loops the backend builds (plumbing; the tests above check the values): the twins'
+    contiguous loops where cpu_loops.CHECKED_SCALE, the formula's own elsewhere, and never for the
+    walks that have no twin (the sums, the float16-gradient half formula)."""
+    assert cpu_loops.CHECKED_SCALE is not cpu_loops.HAS_SCALEF
+    assert kl_div.FORMULA.checked_value is None and kl_div.FORMULA.narrow_checked_value is None
+    flat = cpu.BACKEND.kernels(LOG, False).flat[0]
+    assert ("checked_contiguous" in flat.py_func.__qualname__) is cpu_loops.CHECKED_SCALE
+    summed = cpu.BACKEND.kernels(LOG, summed=True).flat[0]
+    assert "checked_contiguous" not in summed.py_func.__qualname__
+    half = cpu.BACKEND.kernels(LOG, True, half=True).flat[0]
+    assert ("checked_contiguous" in half.py_func.__qualname__) is not cpu_loops.HALF_SCALE

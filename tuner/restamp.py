@@ -140,11 +140,13 @@ def runs_here(to: Target) -> bool:
 
 
 def runnable_here(to: Target) -> Target:
-    """``to`` where this host has every feature it names, else a ValueError that names them."""
+    """``to`` where this host has every feature it names (so its loops can run here, as the tests
+    that launch them need), else a ValueError that names the missing ones. Restamp itself does not
+    need it: where the host lacks them it compiles without running (``_compile_only``)."""
     missing = _missing_here(to)
     if missing:
         raise ValueError(
-            f"target: expected a CPU whose features this host has (its probes run here), got {to.cpu}"
+            f"target: expected a CPU whose features this host has (to run its loops), got {to.cpu}"
             f" with {', '.join(missing)}, which this host lacks"
         )
     return to

@@ -1190,6 +1190,9 @@ def make_cpu_kernels(
     # 127] only for |t| past ~60 or an extreme gradient). The flags fold into one bool per tile,
     # an OR that vectorises with the loop; the redo is the same loop, so a redone tile's values are
     # the formula's bits, as every other element's are (the twin's equal them where unflagged).
+    # Its setup repeats contiguous's on purpose: one source for both would change the IR of every
+    # op's contiguous loops, and tuner.restamp would count each such entry of every table, the
+    # AVX-512 hosts' included, as changed (to re-tune on hardware of that kind).
     checked = None if checked_py is None else njit(inline="always")(checked_py)
 
     def checked_contiguous(scalar_g: bool) -> Callable[..., None]:

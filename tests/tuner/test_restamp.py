@@ -425,7 +425,12 @@ def test_an_avx512_target_restamps_from_any_host(tmp_path: Path) -> None:
         assert outcome.verdict is verdict, (old.label, outcome.detail)
 
 
-def test_a_target_with_features_this_host_lacks_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+def test_runnable_here_names_the_features_this_host_lacks_and_the_cli_names_an_unknown_target(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """runnable_here says which target and which of its features this host lacks (the tests' skip
+    reason; restamp itself compiles without running there, see the compile-only tests above); the
+    CLI refuses a target it does not know, naming the ones it does."""
     with pytest.raises(ValueError, match="got imaginary with no-such-feature, which this host lacks"):
         runnable_here(Target("imaginary", "+no-such-feature,-avx512f"))
     assert cli.main(["restamp", "--dry-run", "--target", "pentium"]) == 2

@@ -18,8 +18,8 @@ from kernels.backends import cpu, cpu_loops
 from kernels.ops import kl_div
 
 LOG = kl_div.FORMULA_LOG
-N = 3 * 4096 + 37  # tiles of 1024: a short last tile, and two blocks' shares that end mid-tile
 TILE = 1024
+N = 48 * TILE + 37  # a short last tile, and two blocks' shares that end mid-tile
 
 
 def _build(value: Callable[..., float], twin: Callable[..., tuple[float, bool]] | None) -> cpu_loops.CpuKernels:
@@ -50,15 +50,18 @@ def _launch(
 
 
 def _targets(dtype: torch.dtype) -> torch.Tensor:
-    """Mostly ordinary log-probabilities, so most tiles take the twin alone; a few elements whose k
-    leaves [-126, 127] (|t| past ~87, inf, NaN), at a tile's first and last element and inside one;
-    one tile swept over the exp's whole range, where nearly every element is flagged."""
+    """Mostly ordinary log-probabilities, so most tiles take the twin alone; elements whose k leaves
+    [-126, 127] (|t| past ~87, inf, NaN) inside a tile, at a tile's first element and at its last;
+    one tile swept over the exp's whole range, where nearly every element is flagged. A flagged
+    tile sends the next 16 of its block to the formula alone (cpu_loops._SKIP_TILES): the flags sit
+    so that tiles take the twin before them, in the skipped run after them and after the run ends
+    (tiles 2, 20, 37 and the last; a second block's share starts near tile 24)."""
     gen = torch.Generator().manual_seed(3)
     t = -torch.rand(N, generator=gen, dtype=torch.float64) * 30.0
-    t[TILE : 2 * TILE] = torch.linspace(-800.0, 800.0, TILE, dtype=torch.float64)
-    for i, v in ((0, 120.0), (2 * TILE - 1 + TILE, -200.0), (2 * TILE + 5, math.inf)):
-        t[i] = v
-    t[3 * TILE + 7], t[N - 1] = -math.inf, math.nan
+    t[2 * TILE + 5] = 120.0
+    t[20 * TILE : 21 * TILE] = torch.linspace(-800.0, 800.0, TILE, dtype=torch.float64)
+    t[37 * TILE], t[38 * TILE - 1], t[N - 1] = -math.inf, -200.0, math.nan
+    t[45 * TILE + 3] = math.inf
     return t.to(dtype)
 
 

@@ -8,7 +8,8 @@ the half formula, which has none), size and gradient kind (none: full, mean: 0-d
 rounds in one process: the call with the formula's own loops (``plain``: the formula without its
 twins, named apart so that the backend builds its loops apart), with the twins' (``checked``), and
 the size-matched torch copy (the report's roofline); medians (us), each side's roofline % and the
-per-round ratio checked / plain. Both outputs are compared bit for bit first. Not part of the
+per-round ratio checked / plain; then float32 with 0.1% of the targets -inf, where nearly every tile
+holds a flagged element. Both outputs are compared bit for bit first. Not part of the
 package: run by hand, as
 
     python results/bench/x86_64-avx2-2t-znver3-cpu-only/probes/checked_scale.py 24 5
@@ -17,6 +18,7 @@ package: run by hand, as
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 import sys
 
@@ -33,10 +35,15 @@ PLAIN = dataclasses.replace(
 )
 
 
-def row(dtype: torch.dtype, n: int, reduction: Reduction, rounds: int) -> None:
+def row(dtype: torch.dtype, n: int, reduction: Reduction, rounds: int, minus_inf: float = 0.0) -> None:
+    """``minus_inf``: that fraction of the targets set to -inf (the log of a zero probability), at
+    random places: nearly every tile then holds a flagged element."""
     cpu = backends.get("cpu")
     case = Case(Op.KL_DIV, dtype, (n,), reduction, log_target=True)
     g, x, t = case.inputs("cpu")
+    if minus_inf:
+        where = torch.randperm(n, generator=torch.Generator().manual_seed(1))[: int(minus_inf * n)]
+        t[where] = -math.inf
     outs = [case.out_like(x), case.out_like(x)]
     checked = case.phase_one(g, x, t, outs[1], "cpu")
     plain = dataclasses.replace(case.phase_one(g, x, t, outs[0], "cpu"), formula=PLAIN)
@@ -55,7 +62,7 @@ def row(dtype: torch.dtype, n: int, reduction: Reduction, rounds: int) -> None:
         per_round = [(nbytes / k) / (copy_bytes / c) for k, c in rounds_i]
         return 100 * statistics.median(per_round)
 
-    grad = "0-d" if reduction is Reduction.MEAN else "full"
+    grad = ("0-d" if reduction is Reduction.MEAN else "full") + (f", {minus_inf:.1%} -inf" if minus_inf else "")
     print(
         f"| {str(dtype).removeprefix('torch.')} | 2^{n.bit_length() - 1} | {grad} | {checked.config.short()} "
         f"| {measured[0].median_s * 1e6:.0f} | {measured[1].median_s * 1e6:.0f} "
@@ -76,6 +83,10 @@ def main() -> None:
         for reduction in (Reduction.NONE, Reduction.MEAN):
             for k in sizes:
                 row(dtype, 1 << k, reduction, rounds)
+    # Targets with -inf scattered through them: the tiles after a flagged one skip the twin.
+    for reduction in (Reduction.NONE, Reduction.MEAN):
+        for k in sizes:
+            row(torch.float32, 1 << k, reduction, rounds, minus_inf=0.001)
 
 
 if __name__ == "__main__":

@@ -87,9 +87,13 @@ def _parser() -> argparse.ArgumentParser:
     freeze.add_argument("--config-dir", type=Path, help="frozen-config root (default kernels/configs)")
 
     restamp = sub.add_parser(
-        "restamp", help="carry stale CPU entries over a kernel edit where their loops compile to the same IR"
+        "restamp",
+        help="carry stale entries over a kernel edit where their kernels compile to the same IR"
+        " (CPU: numba's LLVM IR; CUDA: Triton's TTIR, compiled here without a GPU)",
     )
-    restamp.add_argument("tables", type=Path, nargs="*", help="CPU tables to check (default: those this host reads)")
+    restamp.add_argument(
+        "tables", type=Path, nargs="*", help="CPU or CUDA tables to check (default: the CPU tables this host reads)"
+    )
     restamp.add_argument("--dry-run", action="store_true", help="report the verdicts, write nothing")
     restamp.add_argument("--storage", help="tuning storage whose studies follow (default the journal)")
     restamp.add_argument(
@@ -271,22 +275,25 @@ def _restamp(args: argparse.Namespace) -> int:
     for path in paths:
         if not path.exists():
             if args.tables:
-                raise ValueError(f"tables: expected an existing CPU table, got {path}")
+                raise ValueError(f"tables: expected an existing CPU or CUDA table, got {path}")
             continue
 
         def progress(outcome: Outcome, path: Path = path) -> None:  # a compile pair takes seconds: say which
             print(f"{path.name} {outcome.where}: {outcome.verdict.value} {outcome.label}", file=sys.stderr)
 
-        outcomes = restamp_table(
-            path,
-            dry_run=args.dry_run,
-            storage=args.storage,
-            find_sources=history,
-            tree=tree,
-            progress=progress,
-            to=to,
-            comparer=comparer,
-        )
+        if path.parent.name == "cuda":  # compiled for its GPU by Triton: its own history, tree and comparer
+            outcomes = restamp_table(path, dry_run=args.dry_run, storage=args.storage, progress=progress)
+        else:
+            outcomes = restamp_table(
+                path,
+                dry_run=args.dry_run,
+                storage=args.storage,
+                find_sources=history,
+                tree=tree,
+                progress=progress,
+                to=to,
+                comparer=comparer,
+            )
         print(format_outcomes(path, outcomes, args.dry_run))
     return 0
 

@@ -51,6 +51,7 @@ from enum import Enum
 from functools import cache
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -62,6 +63,9 @@ from kernels.tiling import Tiling
 from tuner.freeze import _best_common, git_commit, write_atomic
 from tuner.problems import Case, InputLayout
 from tuner.study import ROOT, open_storage
+
+if TYPE_CHECKING:
+    from tuner.restamp_triton import TritonComparer
 
 PROBE_NUMEL = 1 << 12  # a multiple of the 64 rows of the broadcast and transposed layouts
 ATTEMPTS = 3  # compiles of each side before two IRs that never matched are called a change
@@ -226,21 +230,22 @@ class GitHistory:
     (a table frozen before the canonical hash): the entry's own commit first (where it was frozen),
     then every commit that touched the kernel sources, newest first."""
 
-    def __init__(self, depth: int = 400) -> None:
+    def __init__(self, depth: int = 400, backend: str = "cpu") -> None:
         self._depth = depth
+        self._backend = backend
         self._by_commit: dict[str, Sources | None] = {}
         self._log: list[str] | None = None
 
     def _at(self, commit: str) -> Sources | None:
         if commit not in self._by_commit:
-            self._by_commit[commit] = git_sources(commit)
+            self._by_commit[commit] = git_sources(commit, self._backend)
         return self._by_commit[commit]
 
     def __call__(self, op: str, wanted: str, hint: str) -> Sources | None:
         candidates = [hint] if hint and hint != "unknown" else []
         if self._log is None:
             try:
-                paths = sorted({f"kernels/{path}" for path in _kernel_paths().values()})
+                paths = sorted({f"kernels/{path}" for path in _kernel_paths(self._backend).values()})
                 self._log = _git("log", f"-{self._depth}", "--format=%H", "--", *paths).split()
             except (OSError, subprocess.CalledProcessError):
                 self._log = []
@@ -592,11 +597,12 @@ def restamp_table(
     tree: Sources | None = None,
     progress: Callable[[Outcome], None] | None = None,
     to: Target | None = None,
-    comparer: Comparer | None = None,
+    comparer: Comparer | TritonComparer | None = None,
 ) -> list[Outcome]:
-    """Check every stale entry of the CPU table at ``path``; unless ``dry_run``, write the table
-    with the SAME ones restamped (atomically; untouched where none is) and update their studies
-    in ``storage`` (the journal by default) where the study's decision is that entry's.
+    """Check every stale entry of the CPU or CUDA table at ``path``; unless ``dry_run``, write the
+    table with the SAME ones restamped (atomically; untouched where none is) and update their
+    studies in ``storage`` (the journal by default) where the study's decision is that entry's.
+    A CUDA table is compared by Triton's IR, compiled here for its GPU (tuner.restamp_triton).
 
     ``find_sources(op, kernel_hash, commit_hint)``: the revision an entry was tuned on (default:
     git history); ``tree``: the sources to compare against (default: the working tree); ``to``:
@@ -604,23 +610,36 @@ def restamp_table(
     ``comparer``: one shared by the tables of one target, so an entry of the tier's table that
     launches what the chip's table launched takes that comparison's verdict (a compile pair costs
     seconds)."""
-    if path.parent.name != "cpu":
-        raise ValueError(f"table: expected a CPU table (kernels/configs/cpu/<device>.json), got {path}")
-    readable = host_tables(to)
-    if path.stem not in readable:
-        who = f"target {to.cpu}" if to else "this host"
-        raise ValueError(
-            f"table: {who} compiles for {', '.join(readable)} and can only restamp those tables;"
-            f" got {path.stem} (run restamp on a host that reads it, or with --target its CPU)"
-        )
-    table = _read_table(path)
-    find = find_sources or GitHistory()
-    current = tree or tree_sources()
-    if comparer is None:
-        comparer = Comparer(current, to)
-    elif comparer.tree is not current or comparer.target != to:
+    backend = path.parent.name
+    if backend == "cuda":
+        from tuner.restamp_triton import ARCHS, TritonComparer
+
+        if to is not None:
+            raise ValueError(f"target: a CUDA table is compiled for its own GPU, got --target {to.cpu}")
+        if path.stem not in ARCHS:
+            known = ", ".join(sorted(ARCHS))
+            raise ValueError(f"table: expected a CUDA table of a known GPU ({known}), got {path.stem}")
+        arch = ARCHS[path.stem]
+        chip = f"sm_{arch[0]}"
+        current = tree or tree_sources("cuda")
+        comparer = comparer or TritonComparer(current, arch)
+    elif backend == "cpu":
+        readable = host_tables(to)
+        if path.stem not in readable:
+            who = f"target {to.cpu}" if to else "this host"
+            raise ValueError(
+                f"table: {who} compiles for {', '.join(readable)} and can only restamp those tables;"
+                f" got {path.stem} (run restamp on a host that reads it, or with --target its CPU)"
+            )
+        chip = readable[0]
+        current = tree or tree_sources()
+        comparer = comparer or Comparer(current, to)
+    else:
+        raise ValueError(f"table: expected a CPU or CUDA table (kernels/configs/{{cpu,cuda}}/<name>.json), got {path}")
+    if comparer.tree is not current or getattr(comparer, "target", None) != to:
         raise ValueError("comparer: expected one of the same tree and target as this restamp")
-    chip = readable[0]
+    table = _read_table(path)
+    find = find_sources or GitHistory(backend=backend)
     outcomes: list[Outcome] = []
     entries: list[dict[str, object]] = table["entries"]
     restamped: list[dict[str, object]] = []

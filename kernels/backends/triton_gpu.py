@@ -33,7 +33,7 @@ class CudaBackend:
         return cuda_space(self._facts, geometry.variants, geometry.numel)
 
     def launch(self, ex: Executor) -> None:
-        triton_loops.launch(ex, extra={"num_warps": ex.config.num_warps})
+        triton_loops.launch(ex, extra={"num_warps": ex.config.num_warps}, approx_exp2=True, rne_cast=True)
 
     def synchronize(self) -> None:
         torch.cuda.synchronize()

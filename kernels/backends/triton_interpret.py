@@ -37,7 +37,7 @@ class TritonInterpretBackend:
         return cuda_space(self.facts(), geometry.variants, geometry.numel)
 
     def launch(self, ex: Executor) -> None:
-        triton_loops.launch(ex, extra={})  # num_warps means nothing to the interpreter
+        triton_loops.launch(ex, extra={}, approx_exp2=True)  # num_warps means nothing to the interpreter
 
     def synchronize(self) -> None:
         """The interpreter runs synchronously."""

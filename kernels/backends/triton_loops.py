@@ -54,7 +54,29 @@ def _kl_log(g, t, cof):
 
 
 @triton.jit
-def _value(g, x, t, cof, OP: tl.constexpr):
+def _kl_log_narrow(g, t, cof):
+    # (-exp(t) * g) * cof for 16-bit outputs (SEMANTICS: 1 ulp of 16 bits, a half ulp at least 2^-12
+    # of the value) on devices whose exp2 is the hardware's approximation (NVIDIA's ex2.approx, a
+    # relative 2^-22): 11 operations where _kl_log takes ~37, which bound kl_div-log's 16-bit loops
+    # on a GPU (results/performance.md, section 61). exp(t) * cof = q^3, q = 2^w, w = (t log2e +
+    # log2 cof) / 3 clamped to [-126, 127]: q is normal, so a flush-to-zero exp2 and an exact one
+    # agree, and ((-g * q) * q) * q rounds once per step in float32, subnormals kept, growing or
+    # shrinking monotonically, so no step overflows or underflows where the result does not. Past
+    # the clamp every product is 0 or inf in float32 (|g| <= 2^128, 2^-149 <= |g| * 2^-378... 2^381),
+    # as the float64 formula's. w's rounding (half an ulp of 127 is 2^-18) and the constants' put
+    # q^3 within ~2e-5 of exp(t) * cof: a tenth of float16's half ulp. The extremes are the float64
+    # reference's: exp(t) = 0 from t = -745.13324 down (0 * inf = NaN), inf from 709.7827 up (an
+    # exact 0 * inf = NaN for g = 0, where _kl_log gives -0). The clamp keeps NaN: a NaN t or g
+    # gives NaN.
+    lc3 = tl.log2(tl.cast(cof, tl.float32)) * 0.3333333432674408  # cof: a Python float under the interpreter
+    w = t * 0.48089835 + lc3  # log2(e) / 3
+    q = tl.exp2(tl.clamp(w, -126.0, 127.0, propagate_nan=tl.PropagateNan.ALL))
+    q = tl.where(t <= -745.13324, 0.0, tl.where(t >= 709.7827, float("inf"), q))
+    return ((g * -q) * q) * q
+
+
+@triton.jit
+def _value(g, x, t, cof, OP: tl.constexpr, NARROW: tl.constexpr = False):
     if OP == 0:  # mse
         return ((x - t) * cof) * g
     elif OP == 1:  # l1; NaN compares false both ways, so sign(NaN) = 0
@@ -63,18 +85,22 @@ def _value(g, x, t, cof, OP: tl.constexpr):
         return s * (g * cof)
     elif OP == 2:  # kl_div
         return (-t * g) * cof
+    elif NARROW:  # kl_div, log_target, into a 16-bit out through the device's exp2
+        return _kl_log_narrow(g, t, cof)
     else:  # kl_div, log_target
         return _kl_log(g, t, cof)
 
 
 @triton.jit
-def _store_rounded(ptr, offs, v, mask):
-    # Round once to nearest-even into the output dtype. bfloat16 is rounded with integer ops: the
-    # interpreter's float32 -> bfloat16 cast truncates (and its "rtne" mode rounds half up without
-    # carrying into the exponent), and integer rounding is exact on every target.
+def _store_rounded(ptr, offs, v, mask, RNE: tl.constexpr):
+    # Round once to nearest-even into the output dtype. bfloat16 is rounded with integer ops unless
+    # RNE says the device's cast does it (CUDA's cvt.rn.bf16.f32, one F2FP for two values on sm_80
+    # and up, where the integer rounding is ~8 operations an element): the interpreter's float32 ->
+    # bfloat16 cast truncates (and its "rtne" mode rounds half up without carrying into the
+    # exponent), and integer rounding is exact on every target.
     if ptr.dtype.element_ty == tl.float32:
         tl.store(ptr + offs, v, mask=mask)
-    elif ptr.dtype.element_ty == tl.bfloat16:
+    elif ptr.dtype.element_ty == tl.bfloat16 and not RNE:
         u = v.to(tl.uint32, bitcast=True)
         rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
         quiet_nan = (u >> 16) | 0x40
@@ -94,6 +120,8 @@ def _loss_bwd_flat_kernel(
     cof,
     programs,
     OP: tl.constexpr,
+    NARROW: tl.constexpr,  # kl_div-log into a 16-bit out through the device's exp2 (_kl_log_narrow)
+    RNE: tl.constexpr,  # the device's float32 -> bfloat16 cast rounds to nearest even (_store_rounded)
     SCALAR_GRAD: tl.constexpr,
     BLOCK: tl.constexpr,
     SUB: tl.constexpr,
@@ -114,8 +142,8 @@ def _loss_bwd_flat_kernel(
                 g = g0
             else:
                 g = tl.load(g_ptr + offs, mask=m).to(tl.float32)
-            v = _value(g, x, t, cof, OP)
-            _store_rounded(out_ptr, offs, v, m)
+            v = _value(g, x, t, cof, OP, NARROW)
+            _store_rounded(out_ptr, offs, v, m, RNE)
 
 
 @triton.jit
@@ -150,6 +178,8 @@ def _loss_bwd_strided_kernel(
     cof,
     programs,
     OP: tl.constexpr,
+    NARROW: tl.constexpr,  # kl_div-log into a 16-bit out through the device's exp2 (_kl_log_narrow)
+    RNE: tl.constexpr,  # the device's float32 -> bfloat16 cast rounds to nearest even (_store_rounded)
     NDIM: tl.constexpr,
     BLOCK: tl.constexpr,
     SUB: tl.constexpr,
@@ -166,8 +196,8 @@ def _loss_bwd_strided_kernel(
             g = tl.load(g_ptr + og, mask=m).to(tl.float32)
             x = tl.load(x_ptr + ox, mask=m).to(tl.float32)
             t = tl.load(t_ptr + ot, mask=m).to(tl.float32)
-            v = _value(g, x, t, cof, OP)
-            _store_rounded(out_ptr, oo, v, m)
+            v = _value(g, x, t, cof, OP, NARROW)
+            _store_rounded(out_ptr, oo, v, m, RNE)
 
 
 @triton.jit
@@ -189,6 +219,8 @@ def _loss_bwd_strided2d_kernel(
     cof,
     programs,
     OP: tl.constexpr,
+    NARROW: tl.constexpr,  # kl_div-log into a 16-bit out through the device's exp2 (_kl_log_narrow)
+    RNE: tl.constexpr,  # the device's float32 -> bfloat16 cast rounds to nearest even (_store_rounded)
     BM: tl.constexpr,
     BN: tl.constexpr,
 ):
@@ -204,8 +236,8 @@ def _loss_bwd_strided2d_kernel(
         g = tl.load(g_ptr + (i * sg0 + j * sg1), mask=m).to(tl.float32)
         x = tl.load(x_ptr + (i * sx0 + j * sx1), mask=m).to(tl.float32)
         t = tl.load(t_ptr + (i * st0 + j * st1), mask=m).to(tl.float32)
-        v = _value(g, x, t, cof, OP)
-        _store_rounded(out_ptr, i * so0 + j * so1, v, m)
+        v = _value(g, x, t, cof, OP, NARROW)
+        _store_rounded(out_ptr, i * so0 + j * so1, v, m, RNE)
 
 
 @triton.jit
@@ -250,6 +282,7 @@ def _loss_bwd_reduce_kernel(
     cof,
     programs,
     OP: tl.constexpr,
+    RNE: tl.constexpr,  # the device's float32 -> bfloat16 cast rounds to nearest even (_store_rounded)
     NK: tl.constexpr,
     NR: tl.constexpr,
     BLOCK: tl.constexpr,
@@ -283,7 +316,7 @@ def _loss_bwd_reduce_kernel(
                 acc, comp = _kahan(acc, comp, v3)
             for r in range(n4, n_red):
                 acc, comp = _kahan(acc, comp, _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r, rmeta_ptr, m, cof, OP, NR))
-            _store_rounded(out_ptr, bo, acc, m)
+            _store_rounded(out_ptr, bo, acc, m, RNE)
 
 
 def tile_2d(tile: int, cols: int) -> tuple[int, int]:
@@ -301,15 +334,24 @@ def _meta(rows: tuple[tuple[int, ...], ...], device: torch.device) -> torch.Tens
     return torch.tensor(rows, dtype=torch.int64).to(device)
 
 
-def launch(ex: Executor, *, extra: dict[str, object], tiles_2d: bool = True) -> None:
+def launch(
+    ex: Executor, *, extra: dict[str, object], tiles_2d: bool = True, approx_exp2: bool = False, rne_cast: bool = False
+) -> None:
     """Launch the executor's variant. ``extra`` carries backend launch options (num_warps, multibuffer).
 
     ``tiles_2d``: a strided walk of one or two coalesced dims takes the 2-d tile kernel (CUDA and
-    the interpreter); False keeps the N-d walk's SUB-element pieces (the NPU's Unified Buffer)."""
+    the interpreter); False keeps the N-d walk's SUB-element pieces (the NPU's Unified Buffer).
+    ``approx_exp2``: the device's tl.exp2 is good to a relative 2^-22 (NVIDIA's ex2.approx; the
+    interpreter's numpy is exact), so KL log_target's elementwise walks into a 16-bit out take
+    _kl_log_narrow. Sums keep _kl_log: a term of one is held to 1e-6, not to 16 bits.
+    ``rne_cast``: the device's float32 -> bfloat16 cast rounds to nearest even (CUDA's does; the
+    interpreter's truncates), so bfloat16 outs are stored through it."""
     cfg, geo = ex.config, ex.geometry
     sub = cfg.sub_tile or cfg.tile
     x = ex.inp if ex.formula.reads_input else ex.target  # KL never reads input's values
     op = ex.formula.triton_op
+    narrow = approx_exp2 and op == 3 and ex.out.dtype != torch.float32
+    rne = rne_cast and ex.out.dtype == torch.bfloat16
     grid = (cfg.cores,)
     if cfg.variant in (Variant.FLAT, Variant.SCALAR_GRAD):
         _loss_bwd_flat_kernel[grid](
@@ -321,6 +363,8 @@ def launch(ex: Executor, *, extra: dict[str, object], tiles_2d: bool = True) -> 
             ex.cof,
             cfg.cores,
             OP=op,
+            NARROW=narrow,
+            RNE=rne,
             SCALAR_GRAD=cfg.variant is Variant.SCALAR_GRAD,
             BLOCK=cfg.tile,
             SUB=sub,
@@ -345,6 +389,8 @@ def launch(ex: Executor, *, extra: dict[str, object], tiles_2d: bool = True) -> 
             ex.cof,
             cfg.cores,
             OP=op,
+            NARROW=narrow,
+            RNE=rne,
             BM=bm,
             BN=bn,
             **extra,
@@ -362,6 +408,8 @@ def launch(ex: Executor, *, extra: dict[str, object], tiles_2d: bool = True) -> 
             ex.cof,
             cfg.cores,
             OP=op,
+            NARROW=narrow,
+            RNE=rne,
             NDIM=len(geo.shape),
             BLOCK=cfg.tile,
             SUB=sub,
@@ -383,6 +431,7 @@ def launch(ex: Executor, *, extra: dict[str, object], tiles_2d: bool = True) -> 
         ex.cof,
         cfg.cores,
         OP=op,
+        RNE=rne,
         NK=len(geo.shape),
         NR=len(geo.rshape),
         BLOCK=cfg.tile,

@@ -72,7 +72,7 @@ def _kl_log_narrow(g, t, cof):
     w = t * 0.48089835 + lc3  # log2(e) / 3
     q = tl.exp2(tl.clamp(w, -126.0, 127.0, propagate_nan=tl.PropagateNan.ALL))
     q = tl.where(t <= -745.13324, 0.0, tl.where(t >= 709.7827, float("inf"), q))
-    return ((g * -q) * q) * q
+    return ((g * (q * -1.0)) * q) * q  # not -q: Triton negates as 0 - q on a GPU, +0 for q = +0
 
 
 @triton.jit

@@ -15,9 +15,14 @@ so SAME is proof; later stages depend on that TTIR and the compiler alone.
 from __future__ import annotations
 
 import dataclasses
+import json
 import linecache
+import os
 import re
+import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -27,6 +32,7 @@ from kernels.backends import slug
 from kernels.executor import Executor, Formula
 from kernels.tiling import Tiling
 from tuner.restamp import PROBE_NUMEL, Sources, Verdict, probe_case
+from tuner.study import ROOT
 
 # GPU targets by table name (kernels/configs/cuda/<device>.json): (compute capability, warp size).
 ARCHS = {slug("NVIDIA H200"): (90, 32), slug("NVIDIA H100 80GB HBM3"): (90, 32)}
@@ -150,14 +156,46 @@ def launch_ttir(entry: dict[str, object], sources: Sources, arch: tuple[int, int
     case = probe_case(entry, PROBE_NUMEL)
     assert case is not None
     op = str(entry["op"])
+    g, x, t = case.inputs("cpu")
+    planned: Executor = case.phase_one(g, x, t, case.out_like(x), "cpu")  # the geometry: any backend plans it alike
     loops = load_source(f"kernels.backends._restamp_triton_loops_{label}", sources.loops)
     module = load_source(f"kernels.ops._restamp_triton_{op}_{label}", sources.ops[op])
     formulas = {v.name: v for v in vars(module).values() if isinstance(v, Formula)}
-    g, x, t = case.inputs("cpu")
-    planned: Executor = case.phase_one(g, x, t, case.out_like(x), "cpu")  # the geometry: any backend plans it alike
     config = Tiling.from_dict(entry["config"])  # type: ignore[arg-type]
     ex = dataclasses.replace(planned, config=config, formula=formulas[planned.formula.name])
     return {call.kernel.__name__: compile_ttir(call, arch) for call in recorded_launch(loops, ex)}
+
+
+# Each comparison compiles in a fresh interpreter without TRITON_INTERPRET: in a process that loaded
+# the triton-interpret backend (the test suite, a notebook) triton.jit and Triton's own library
+# functions (tl.cdiv) are interpreted ones, which its compiler cannot compile.
+def _worker(spec_path: str) -> None:
+    spec = json.loads(Path(spec_path).read_text())
+    entry, arch = spec["entry"], tuple(spec["arch"])
+    sides = {label: Sources(label, side["loops"], side["ops"]) for label, side in spec["sides"].items()}
+    print(json.dumps({label: launch_ttir(entry, side, arch, label) for label, side in sides.items()}))
+
+
+def _compile_pair(
+    entry: dict[str, object], tree: Sources, old: Sources, arch: tuple[int, int]
+) -> dict[str, dict[str, str]]:
+    op = str(entry["op"])
+    sides = {label: {"loops": src.loops, "ops": {op: src.ops[op]}} for label, src in (("tree", tree), ("old", old))}
+    fd, name = tempfile.mkstemp(prefix="losstune-restamp-triton-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump({"entry": entry, "arch": list(arch), "sides": sides}, f)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tuner.restamp_triton", name], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+    finally:
+        Path(name).unlink(missing_ok=True)
+    if done.returncode != 0:
+        last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+        raise RuntimeError(f"compile worker failed: {last}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 class TritonComparer:
@@ -187,10 +225,10 @@ class TritonComparer:
 
     def _compare(self, entry: dict[str, object], old: Sources) -> tuple[Verdict, str]:
         try:
-            now = launch_ttir(entry, self._tree, self._arch, "tree")
-            before = launch_ttir(entry, old, self._arch, "old")
-        except Exception as e:  # an old revision that no longer loads, plans or compiles here
-            return Verdict.NO_PROBE, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            compiled = _compile_pair(entry, self._tree, old, self._arch)
+        except RuntimeError as e:  # an old revision that no longer loads, plans or compiles here
+            return Verdict.NO_PROBE, str(e)
+        now, before = compiled["tree"], compiled["old"]
         if not now:
             return Verdict.NO_PROBE, "the launch compiled no kernel"
         if now.keys() != before.keys():
@@ -199,3 +237,7 @@ class TritonComparer:
         if differ:
             return Verdict.CHANGED, "TTIR differs: " + ", ".join(differ)
         return Verdict.SAME, f"{len(now)} kernel(s) compile to the same TTIR"
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1])

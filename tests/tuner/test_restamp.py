@@ -218,7 +218,7 @@ def test_cli_restamp_dry_run_and_a_missing_table(tmp_path: Path, capsys: pytest.
     assert cli.main(["restamp", "--dry-run", str(path)]) == 0
     assert "1 current" in capsys.readouterr().out
     assert cli.main(["restamp", str(tmp_path / "cpu" / "absent.json")]) == 2
-    assert "tables: expected an existing CPU table" in capsys.readouterr().err
+    assert "tables: expected an existing CPU or CUDA table" in capsys.readouterr().err
 
 
 def test_a_transposed_entry_compiles_its_own_walk_and_restamps(tmp_path: Path) -> None:

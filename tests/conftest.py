@@ -32,3 +32,10 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def device(backend: str) -> str:
     return backends.info(backend).device_type
+
+
+@pytest.fixture(params=("triton-interpret", "cuda"))
+def triton_backend(request: pytest.FixtureRequest) -> str:
+    """The Triton backends that can load here. Loading the backend first: triton_loops imports
+    triton, which must see TRITON_INTERPRET first."""
+    return _require(request.param)

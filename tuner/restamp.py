@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import linecache
 import os
 import platform
 import re
@@ -301,11 +302,13 @@ def normalize_ir(text: str) -> str:
 
 
 def _load(name: str, text: str) -> ModuleType:
-    """``text`` run as the module ``name`` (a worker loads each of its two sources once)."""
+    """``text`` run as the module ``name`` (a worker loads each of its two sources once), its lines
+    registered where inspect finds them (triton.jit reads each kernel's source so)."""
     spec = importlib.util.spec_from_loader(name, loader=None)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     module.__file__ = f"<{name}>"
+    linecache.cache[module.__file__] = (len(text), None, text.splitlines(keepends=True), module.__file__)
     sys.modules[name] = module
     try:
         # Our own files at one of our commits, as trusted as the tree's.

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import linecache
 import os
 import re
 import subprocess
@@ -31,7 +30,7 @@ import torch
 from kernels.backends import slug
 from kernels.executor import Executor, Formula
 from kernels.tiling import Tiling
-from tuner.restamp import PROBE_NUMEL, Sources, Verdict, probe_case
+from tuner.restamp import PROBE_NUMEL, Sources, Verdict, _load, probe_case
 from tuner.study import ROOT
 
 # GPU targets by table name (kernels/configs/cuda/<device>.json): (compute capability, warp size).
@@ -44,23 +43,6 @@ _LOC = re.compile(r"\s*loc\((?:[^()]|\([^()]*\))*\)|^#loc.*$", re.MULTILINE)
 def normalize_ttir(text: str) -> str:
     """TTIR without its source locations (line numbers move with every edit above a kernel)."""
     return "\n".join(line for line in _LOC.sub("", text).splitlines() if line.strip())
-
-
-def load_source(name: str, text: str) -> ModuleType:
-    """``text`` run as the module ``name``, its lines registered where inspect (and so triton.jit,
-    which reads each kernel's source) finds them."""
-    filename = f"<{name}>"
-    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
-    module = ModuleType(name)
-    module.__file__ = filename
-    sys.modules[name] = module
-    try:
-        # Our own files at one of our commits, as trusted as the tree's.
-        exec(compile(text, filename, "exec"), module.__dict__)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,8 +140,8 @@ def launch_ttir(entry: dict[str, object], sources: Sources, arch: tuple[int, int
     op = str(entry["op"])
     g, x, t = case.inputs("cpu")
     planned: Executor = case.phase_one(g, x, t, case.out_like(x), "cpu")  # the geometry: any backend plans it alike
-    loops = load_source(f"kernels.backends._restamp_triton_loops_{label}", sources.loops)
-    module = load_source(f"kernels.ops._restamp_triton_{op}_{label}", sources.ops[op])
+    loops = _load(f"kernels.backends._restamp_triton_loops_{label}", sources.loops)
+    module = _load(f"kernels.ops._restamp_triton_{op}_{label}", sources.ops[op])
     formulas = {v.name: v for v in vars(module).values() if isinstance(v, Formula)}
     config = Tiling.from_dict(entry["config"])  # type: ignore[arg-type]
     ex = dataclasses.replace(planned, config=config, formula=formulas[planned.formula.name])

@@ -20,15 +20,6 @@ from tests.helpers import assert_within, ulps_for
 NARROW = (torch.float16, torch.bfloat16)
 
 
-@pytest.fixture(params=("triton-interpret", "cuda"))
-def triton_backend(request: pytest.FixtureRequest) -> str:
-    # Loading the backend first: triton_loops imports triton, which must see TRITON_INTERPRET first.
-    ok, why = backends.probe(request.param)
-    if not ok:
-        pytest.skip(why)
-    return request.param
-
-
 def _every(dtype: torch.dtype) -> torch.Tensor:
     """All 65536 values of a 16-bit dtype, and one more element so that mean's cof is 1/65537."""
     bits = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16)

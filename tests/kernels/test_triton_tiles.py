@@ -16,15 +16,6 @@ from kernels.tiling import Tiling
 from tests.helpers import DTYPES, assert_within, ulps_for
 
 
-@pytest.fixture(params=("triton-interpret", "cuda"))
-def triton_backend(request: pytest.FixtureRequest) -> str:
-    # Loading the backend first: triton_loops imports triton, which must see TRITON_INTERPRET first.
-    ok, why = backends.probe(request.param)
-    if not ok:
-        pytest.skip(why)
-    return request.param
-
-
 def test_tile_split_keeps_the_inner_dim_whole_where_it_fits(triton_backend: str) -> None:
     from kernels.backends import triton_loops
 

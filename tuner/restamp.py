@@ -639,7 +639,7 @@ def restamp_table(
         comparer = comparer or Comparer(current, to)
     else:
         raise ValueError(f"table: expected a CPU or CUDA table (kernels/configs/{{cpu,cuda}}/<name>.json), got {path}")
-    if comparer.tree is not current or getattr(comparer, "target", None) != to:
+    if comparer.tree is not current or comparer.target != to:
         raise ValueError("comparer: expected one of the same tree and target as this restamp")
     table = _read_table(path)
     find = find_sources or GitHistory(backend=backend)

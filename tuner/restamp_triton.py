@@ -181,8 +181,9 @@ def _compile_pair(
 
 
 class TritonComparer:
-    """An old revision against the tree for CUDA entries, one compile key at a time (entries that
-    launch the same kernels with the same specialisation share one comparison)."""
+    """An old revision against the tree for CUDA entries, one compile key at a time: entries of the
+    same problem kind and config share one comparison. The whole config is in the key: its cores
+    are the kernels' ``programs`` argument, which Triton specialises (1, multiples of 16)."""
 
     def __init__(self, tree: Sources, arch: tuple[int, int]) -> None:
         self._tree, self._arch = tree, arch
@@ -192,6 +193,11 @@ class TritonComparer:
     def tree(self) -> Sources:
         return self._tree
 
+    @property
+    def target(self) -> None:
+        """No CPU target: a CUDA table is compiled for its own GPU (restamp_table checks alike)."""
+        return None
+
     def compare(self, entry: dict[str, object], old: Sources) -> tuple[Verdict, str]:
         try:
             config = Tiling.from_dict(entry["config"])  # type: ignore[arg-type]
@@ -200,7 +206,7 @@ class TritonComparer:
         if probe_case(entry, PROBE_NUMEL) is None:
             return Verdict.NO_PROBE, f"no tuner problem of layout {entry.get('layout')!r} and its gradient"
         key = (old.label, entry.get("op"), entry.get("log_target"), entry.get("dtype"), entry.get("grad_kind"))
-        key += (entry.get("layout"), config.variant, config.tile, config.num_warps)
+        key += (entry.get("layout"), config)
         if key not in self._cache:
             self._cache[key] = self._compare(entry, old)
         return self._cache[key]

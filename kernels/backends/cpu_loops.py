@@ -32,6 +32,7 @@ import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
 from numba import carray, njit, prange, types
+from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from kernels import scalar
@@ -350,6 +351,26 @@ _ldexp_half = _ldexp_scalef if HAS_SCALEF else _ldexp_one_power
 CHECKED_SCALE = not HAS_SCALEF
 
 
+def _tiles_apart() -> bool:
+    """Whether the contiguous loops of a compute-bound formula run each tile's element loop as a
+    function of its own (make_cpu_kernels' ``apart``): where the host has 16 vector registers (no
+    AVX-512F). Inlined into the walk over blocks and tiles, KL log_target's exp kept its constants
+    in none of them: LLVM hoists them out of every loop, the tile loop's scalar remainder holds
+    scalar copies of them beside the vector ones, and under numba's large code model each reload in
+    the vector loop is a ``movabsq`` and a ``vbroadcastss``. On its own the loop holds them in
+    registers: 1.7x less time per element on the Zen 3 (results/performance.md, section 62).
+    ``LOSSTUNE_CPU_APART`` 1 or 0 says so on any host (its tests build both)."""
+    forced = os.environ.get("LOSSTUNE_CPU_APART")
+    if forced is not None:
+        if forced not in ("0", "1"):
+            raise ValueError(f"LOSSTUNE_CPU_APART: expected 0 or 1, got {forced!r}")
+        return forced == "1"
+    return not HAS_SCALEF
+
+
+TILES_APART = _tiles_apart()
+
+
 @intrinsic
 def _scale_miss(typingctx, k):
     """k outside [-126, 127], as a bool: one add and one unsigned compare on k's int32."""
@@ -428,6 +449,29 @@ def _pointer(typingctx, address, tag):
         return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
 
     return types.CPointer(tag.dtype)(address, tag), codegen
+
+
+@intrinsic
+def _apart(typingctx, fn, args):
+    """``fn(*args)`` for a jitted ``fn``, as a call LLVM never inlines (the call site is marked
+    ``noinline``): fn's loop keeps a register allocation of its own (TILES_APART). fn must not
+    raise; its status is not read."""
+    if not isinstance(fn, types.Dispatcher) or not isinstance(args, types.BaseTuple):
+        return None
+    inner = typingctx.resolve_function_type(fn, tuple(args.types), {})
+    if inner is None:
+        return None
+
+    def codegen(context, builder, signature, llargs):
+        result = fn.dispatcher.get_compile_result(inner)
+        context.add_linking_libs([result.library])
+        values = cgutils.unpack_tuple(builder, llargs[1], len(args))
+        callee = context.declare_function(builder.module, result.fndesc)
+        call = context.call_conv.call_function
+        _, value = call(builder, callee, inner.return_type, inner.args, values, attrs=("noinline",))
+        return value
+
+    return inner.return_type(fn, args), codegen
 
 
 @njit(inline="always")
@@ -1136,10 +1180,13 @@ def make_cpu_kernels(
     value_py: Callable[..., float],
     compute_bound: bool = False,
     checked_py: Callable[..., tuple[float, bool]] | None = None,
+    apart: bool | None = None,
 ) -> CpuKernels:
     """Build the loops around ``value_py(g, x, t, cof)``; numba compiles each lazily per dtype set.
     ``compute_bound`` (Formula.compute_bound): every loop prefers 512-bit vectors. ``checked_py``
-    (Formula.checked_value): value_py's cheap twin with a flag, for the contiguous loops."""
+    (Formula.checked_value): value_py's cheap twin with a flag, for the contiguous loops.
+    ``apart``: the contiguous loops call a function of their own per tile (TILES_APART); None: where
+    the formula is compute-bound and the host is one of TILES_APART's."""
     value = njit(inline="always")(value_py)
     vectors = _wide_vectors if compute_bound else _default_vectors
 
@@ -1246,6 +1293,66 @@ def make_cpu_kernels(
                         _stream_out(buf, stop - us, o, us, po)
                     else:
                         flagged = passes(o, us, g, x, t, g0, us, stop - us, cof, twin)
+                    skip = _SKIP_TILES if flagged else max(skip - 1, 0)
+                if stream:
+                    _sfence()
+
+        return loop
+
+    # The contiguous loops with each tile's element loop in a function of its own (``apart``), called
+    # through _apart, which LLVM does not inline: the exp's constants are then hoisted to that
+    # function's entry, once a tile, and held in registers across its vector loop (TILES_APART).
+    # One build serves a formula with a checked twin and one without: without, the twin is the
+    # formula with a flag that is never set, which LLVM folds away, so every tile takes one pass.
+    # The skip after a flagged tile is checked_contiguous's. New code beside contiguous and
+    # checked_contiguous rather than a change of them, so that no other build's IR changes.
+    twin_value = checked or njit(inline="always")(lambda g, x, t, cof: (value(g, x, t, cof), False))
+
+    def apart_contiguous(scalar_g: bool) -> Callable[..., None]:
+        @njit(nogil=True)
+        def formula_pass(dst, base, g, x, t, g0, us, m, cof):
+            """Elements us .. us + m into dst from base on, by the formula."""
+            vectors()
+            for i in range(m):
+                gi = g0 if scalar_g else _load(g, us + i)
+                _store(dst, base + i, value(gi, _load(x, us + i), _load(t, us + i), cof))
+
+        @njit(nogil=True)
+        def twin_pass(dst, base, g, x, t, g0, us, m, cof):
+            """The same by the twin; True where any flag was set (the tile is then redone)."""
+            vectors()
+            miss = False
+            for i in range(m):
+                gi = g0 if scalar_g else _load(g, us + i)
+                v, bad = twin_value(gi, _load(x, us + i), _load(t, us + i), cof)
+                _store(dst, base + i, v)
+                miss |= bad
+            return miss
+
+        def loop(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks, stream):
+            g, x, t, o = _view(pg, 1 if scalar_g else n, tg), _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)
+            cof = np.float32(cof64)
+            g0 = _load(g, 0)
+            chunk = _block_share(n, nblocks)
+            un, uahead, own_x = np.uint64(n), np.uint64(ahead), px != pt
+            for b in prange(nblocks):
+                buf = np.empty(tile if stream else 0, to.dtype)
+                end = min(n, (b + 1) * chunk)
+                skip = 0  # tiles left that take the formula alone, after a flagged one
+                for s in range(b * chunk, end, tile):
+                    us, stop = np.uint64(s), np.uint64(min(s + tile, end))
+                    if uahead:
+                        if not scalar_g:
+                            _prefetch_window(g, us + uahead, np.uint64(tile), un)
+                        _prefetch_inputs(x, t, own_x, us + uahead, np.uint64(tile), un)
+                    dst, base = (buf, np.uint64(0)) if stream else (o, us)
+                    flagged = False
+                    if skip == 0:
+                        flagged = _apart(twin_pass, (dst, base, g, x, t, g0, us, stop - us, cof))
+                    if skip > 0 or flagged:
+                        _apart(formula_pass, (dst, base, g, x, t, g0, us, stop - us, cof))
+                    if stream:
+                        _stream_out(buf, stop - us, o, us, po)
                     skip = _SKIP_TILES if flagged else max(skip - 1, 0)
                 if stream:
                     _sfence()
@@ -1947,7 +2054,9 @@ def make_cpu_kernels(
     runs = {run: both(strided_walk(run)) for run in StridedRun}
     reduces = {run: both(reduce_walk(run)) for run in StridedRun}
     reduces_along = {scalar_g: both(reduce_along_walk(scalar_g)) for scalar_g in (False, True)}
-    flat_loop = contiguous if checked is None else checked_contiguous
+    if apart is None:
+        apart = compute_bound and TILES_APART
+    flat_loop = apart_contiguous if apart else contiguous if checked is None else checked_contiguous
     return CpuKernels(
         both(flat_loop(False)),
         both(flat_loop(True)),

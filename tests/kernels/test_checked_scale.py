@@ -9,44 +9,57 @@ the same code everywhere).
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 
 import pytest
 import torch
 
 from kernels.backends import cpu, cpu_loops
-from kernels.ops import kl_div
+from kernels.ops import kl_div, mse
 
 LOG = kl_div.FORMULA_LOG
 TILE = 1024
 N = 48 * TILE + 37  # a short last tile, and two blocks' shares that end mid-tile
 
 
-def _build(value: Callable[..., float], twin: Callable[..., tuple[float, bool]] | None) -> cpu_loops.CpuKernels:
-    if twin is None:
-        return cpu_loops.make_cpu_kernels(value, LOG.compute_bound)
-    return cpu_loops.make_cpu_kernels(value, LOG.compute_bound, twin)
+def _build(
+    value: Callable[..., float], twin: Callable[..., tuple[float, bool]] | None, apart: bool
+) -> cpu_loops.CpuKernels:
+    return cpu_loops.make_cpu_kernels(value, LOG.compute_bound, twin, apart=apart)
+
+
+# The builds each test compares with the formula's own inlined loops ("plain"): its checked twin's
+# loops, and both again with each tile's element loop apart (cpu_loops.TILES_APART), on any host.
+BUILDS = ("checked", "apart", "apart checked")
 
 
 @pytest.fixture(scope="module")
-def builds() -> dict[str, tuple[cpu_loops.CpuKernels, cpu_loops.CpuKernels]]:
-    """(plain, checked) loops of the wide formula (float32 out) and of the narrow one (16-bit)."""
-    return {
-        "wide": (_build(LOG.value, None), _build(LOG.value, LOG.checked_value)),
-        "narrow": (_build(LOG.narrow_value, None), _build(LOG.narrow_value, LOG.narrow_checked_value)),
-    }
+def builds() -> dict[str, dict[str, cpu_loops.CpuKernels]]:
+    """The loops of the wide formula (float32 out), the narrow one (16-bit) and the half one (float16
+    out of a float16 gradient, which has no twin) by BUILDS, plain first."""
+    sets = {"wide": (LOG.value, LOG.checked_value), "narrow": (LOG.narrow_value, LOG.narrow_checked_value)}
+    sets["half"] = (LOG.half_value, None)
+    out: dict[str, dict[str, cpu_loops.CpuKernels]] = {}
+    for name, (value, twin) in sets.items():
+        out[name] = {"plain": _build(value, None, False), "apart": _build(value, None, True)}
+        if twin is not None:
+            out[name] |= {"checked": _build(value, twin, False), "apart checked": _build(value, twin, True)}
+    return out
 
 
 def _launch(
     kernels: cpu_loops.CpuKernels, g: torch.Tensor, t: torch.Tensor, out: torch.Tensor, cof: float, **cfg
 ) -> None:
     """One contiguous loop, called as CpuBackend.launch calls it (target standing in for self)."""
-    cores, stream = cfg["cores"], cfg["stream"]
+    cores, stream, ahead = cfg["cores"], cfg["stream"], cfg.get("ahead", 0)
     fn = (kernels.scalar_grad if g.dim() == 0 else kernels.flat)[cores > 1]
     if cores > 1:
         cpu_loops.set_threads(cores)
     tags = (cpu.TAGS[g.dtype], cpu.TAGS[t.dtype], cpu.TAGS[t.dtype], cpu.TAGS[out.dtype])
-    fn(g.data_ptr(), t.data_ptr(), t.data_ptr(), out.data_ptr(), *tags, t.numel(), cof, TILE, 0, cores, stream)
+    fn(g.data_ptr(), t.data_ptr(), t.data_ptr(), out.data_ptr(), *tags, t.numel(), cof, TILE, ahead, cores, stream)
 
 
 def _targets(dtype: torch.dtype) -> torch.Tensor:
@@ -89,32 +102,39 @@ CASES = [
     ("narrow", torch.bfloat16, torch.bfloat16),
     ("narrow", torch.float16, torch.float16),
     ("narrow", torch.float16, torch.float32),  # a float32 gradient with a float16 out (SEMANTICS allows it)
+    ("half", torch.float16, torch.float16),
 ]
 
 
+@pytest.mark.parametrize("loops", BUILDS)
 @pytest.mark.parametrize(("build", "out_dtype", "grad_dtype"), CASES, ids=lambda v: str(v).replace("torch.", ""))
 @pytest.mark.parametrize("full", [True, False], ids=["full", "0d"])
-@pytest.mark.parametrize(("cores", "stream"), [(1, False), (2, True)])
-def test_checked_loops_store_the_formulas_bits(builds, build, out_dtype, grad_dtype, full, cores, stream) -> None:
-    plain, checked = builds[build]
+@pytest.mark.parametrize(("cores", "stream", "ahead"), [(1, False, 0), (2, True, TILE)])
+def test_checked_and_apart_loops_store_the_formulas_bits(
+    builds, loops, build, out_dtype, grad_dtype, full, cores, stream, ahead
+) -> None:
+    if loops not in builds[build]:
+        pytest.skip(f"the {build} formula has no checked twin")
+    plain, other = builds[build]["plain"], builds[build][loops]
     t = _targets(out_dtype)
     for g in _grads(grad_dtype, full):
         for cof in (1.0, 1.0 / N, 2.0**-40, 1.0 / 3.0):
             want, got = torch.empty_like(t), torch.empty_like(t)
-            _launch(plain, g, t, want, cof, cores=cores, stream=stream)
-            _launch(checked, g, t, got, cof, cores=cores, stream=stream)
+            _launch(plain, g, t, want, cof, cores=cores, stream=stream, ahead=ahead)
+            _launch(other, g, t, got, cof, cores=cores, stream=stream, ahead=ahead)
             assert _same_bits(got, want), f"g {tuple(g.shape)} cof {cof}: {(got != want).sum()} elements differ"
 
 
-def test_every_sixteen_bit_target_through_the_checked_loops(builds) -> None:
+@pytest.mark.parametrize("loops", BUILDS)
+def test_every_sixteen_bit_target_through_the_checked_and_apart_loops(builds, loops) -> None:
     """All 65536 float16 and bfloat16 targets, each tile mixing flagged and unflagged elements."""
-    plain, checked = builds["narrow"]
+    plain, other = builds["narrow"]["plain"], builds["narrow"][loops]
     for dtype in (torch.float16, torch.bfloat16):
         t = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(dtype)
         for g in (torch.tensor(1.25, dtype=dtype), torch.full((t.numel(),), -3.0, dtype=dtype)):
             want, got = torch.empty_like(t), torch.empty_like(t)
             _launch(plain, g, t, want, 2.0**-16, cores=1, stream=False)
-            _launch(checked, g, t, got, 2.0**-16, cores=1, stream=False)
+            _launch(other, g, t, got, 2.0**-16, cores=1, stream=False)
             assert _same_bits(got, want), dtype
 
 
@@ -124,9 +144,38 @@ def test_the_backend_takes_the_twins_only_where_ldexp_is_three_powers_plumbing()
     walks that have no twin (the sums, the float16-gradient half formula)."""
     assert cpu_loops.CHECKED_SCALE is not cpu_loops.HAS_SCALEF
     assert kl_div.FORMULA.checked_value is None and kl_div.FORMULA.narrow_checked_value is None
+    apart = cpu_loops.TILES_APART  # the apart loops take the twin where the build has one
     flat = cpu.BACKEND.kernels(LOG, False).flat[0]
-    assert ("checked_contiguous" in flat.py_func.__qualname__) is cpu_loops.CHECKED_SCALE
+    name = flat.py_func.__qualname__
+    assert ("apart_contiguous" in name) is apart
+    if not apart:
+        assert ("checked_contiguous" in name) is cpu_loops.CHECKED_SCALE
     summed = cpu.BACKEND.kernels(LOG, summed=True).flat[0]
     assert "checked_contiguous" not in summed.py_func.__qualname__
     half = cpu.BACKEND.kernels(LOG, True, half=True).flat[0]
-    assert ("checked_contiguous" in half.py_func.__qualname__) is not cpu_loops.HALF_SCALE
+    if not apart:
+        assert ("checked_contiguous" in half.py_func.__qualname__) is not cpu_loops.HALF_SCALE
+
+
+def test_tiles_apart_only_for_compute_bound_formulas_plumbing() -> None:
+    """Which contiguous loops the backend builds apart (plumbing; the values are checked above):
+    KL log_target's where cpu_loops.TILES_APART, the memory-bound formulas' never, so their
+    loops' IR is what it was (tuner.restamp keeps their table entries)."""
+    for formula, narrow in ((LOG, False), (LOG, True), (mse.FORMULA, False), (kl_div.FORMULA, True)):
+        loops = cpu.BACKEND.kernels(formula, narrow)
+        for fn in (loops.flat[0], loops.scalar_grad[1]):
+            apart = "apart_contiguous" in fn.py_func.__qualname__
+            assert apart is (formula.compute_bound and cpu_loops.TILES_APART), (formula.name, narrow)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("0", "False"), ("1", "True"), ("yes", "LOSSTUNE_CPU_APART: expected 0 or 1, got 'yes'")]
+)
+def test_the_apart_switch(value: str, expected: str) -> None:
+    """LOSSTUNE_CPU_APART says yes or no on any host (read at import, so in a fresh interpreter);
+    anything else is refused by name."""
+    code = "from kernels.backends import cpu_loops; print(cpu_loops.TILES_APART)"
+    env = {**os.environ, "LOSSTUNE_CPU_APART": value}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert expected in (run.stdout if run.returncode == 0 else run.stderr)
+    assert (run.returncode == 0) is (value in ("0", "1"))

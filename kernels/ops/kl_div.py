@@ -92,8 +92,8 @@ def _log_value(
 ) -> Callable[[float, float, float, float], float]:
     """``(-exp(t) * g) * cof`` with exp(t)'s polynomial ``coefficients`` (halved), as numba compiles it;
     ``one_step``: the reduction's ln2 in one float32 constant, where the polynomial is the coarser;
-    ``scale``: the last step's ldexp, or ldexp_half where the result is a float16 and g one too, or
-    ldexp_checked for the twin that returns (value, flag) (Formula.checked_value).
+    ``scale``: the last step's ldexp, or ldexp_half where the result is a float16 and g one too (the
+    checked twin, which returns (value, flag), is _log_twin's).
 
     exp(t) in float32 arithmetic, branch-free, the Triton source's algorithm: Cody-Waite reduction
     t = k ln2 + r (|r| <= ln2/2), a polynomial in r, then the scale by 2^k. A libm expf call per
@@ -129,6 +129,29 @@ def _log_value(
     return value
 
 
+def _log_twin(
+    coefficients: tuple[np.float32, ...], one_step: bool
+) -> Callable[[float, float, float, float], tuple[float, bool]]:
+    """The checked twin of ``_log_value(coefficients, one_step)``: its value in one power of two
+    (ldexp_checked) with a flag where that is not the formula's, and without the formula's clamp of
+    t and its zero below -745.13324. Where the flag is False, k is in [-126, 127] and cof's exponent
+    in [-62, 1] (cof in [2^-63, 1]), so t is within [-89, 131]: inside the clamp and above the zero,
+    where neither changes a bit. Where t is past them (inf and NaN too), j's bits leave [2^23, 2^24)
+    and k lies 2^22 or more outside: flagged, and the loops redo the tile with the formula. Three
+    vector operations and three constants fewer in a loop whose constants outnumber AVX2's 16
+    registers (results/performance.md, section 62)."""
+
+    def value(g: float, x: float, t: float, cof: float) -> tuple[float, bool]:
+        j = fma(t, _LOG2E, _ROUND)
+        k = j - _ROUND
+        r = fma(-k, _LN2, t) if one_step else fma(-k, _LN2_LO, fma(-k, _LN2_HI, t))
+        m, shift = frexp(cof)
+        s = horner(r, coefficients) * (g * -m)
+        return ldexp_checked(s, np.float32(j).view(np.int32) - (_ROUND_BITS - 1 - shift))
+
+    return value
+
+
 _value_log = _log_value(_TAYLOR, False)
 # Formula.narrow_value: 16-bit outputs of elementwise walks; two float32 roundings of the product,
 # far inside the 16-bit result's half ulp.
@@ -143,9 +166,9 @@ _value_log_half = _log_value(_SHORT, True, ldexp_half)
 # Formula.checked_value and narrow_checked_value: the same in one power of two where k is in [-126,
 # 127] (for a gradient and cof near 1, |t| up to ~87), with a flag where it is not; the contiguous
 # loops of hosts without AVX-512F redo a flagged tile with the formulas above. The 15 vector
-# operations of the three powers become 3, and the flag's compare and OR 3 more.
-_value_log_checked = _log_value(_TAYLOR, False, ldexp_checked)
-_value_log_narrow_checked = _log_value(_SHORT, True, ldexp_checked)
+# operations of the three powers become 3, and the flag's compare and OR 3 more (_log_twin).
+_value_log_checked = _log_twin(_TAYLOR, False)
+_value_log_narrow_checked = _log_twin(_SHORT, True)
 # Formula.sum_value: the terms of broadcast sums, every out dtype.
 _value_log_sum = _log_value(_SUM_HALVED, True)
 

@@ -15,7 +15,6 @@ else the space default (the report's tuned config). Not part of the package: run
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import statistics
 import sys
@@ -73,7 +72,8 @@ def main() -> None:
     rounds = int(sys.argv[1])
     sizes = [int(a) for a in sys.argv[2:]] or [16, 20, 24]
     print(f"# TILES_APART={cpu_loops.TILES_APART} on this host, {rounds} rounds")
-    print("| dtype | n | grad | config | inline us | apart us | inline roofline | apart roofline | apart / inline (min-max) |")
+    head = "| dtype | n | grad | config | inline us | apart us | inline roofline | apart roofline |"
+    print(head + " apart / inline (min-max) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         for reduction in (Reduction.NONE, Reduction.MEAN):

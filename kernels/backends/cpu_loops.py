@@ -118,6 +118,15 @@ def target_features() -> dict[str, bool]:
     return {k: v and (config.ENABLE_AVX or not k.startswith("avx")) for k, v in features.items()}
 
 
+def _forced(switch: str) -> bool | None:
+    """The environment variable ``switch`` as a forced yes (1) or no (0), None where unset; any
+    other value is refused by name. Each knob's host default applies where it is None."""
+    forced = os.environ.get(switch)
+    if forced not in (None, "0", "1"):
+        raise ValueError(f"{switch}: expected 0 or 1, got {forced!r}")
+    return None if forced is None else forced == "1"
+
+
 def _host_has(feature: str, switch: str) -> bool:
     """Whether the CPU numba compiles for (target_features) has an LLVM CPU ``feature``; the
     environment variable ``switch`` set to 0 says no, so the portable build can be run and tested
@@ -360,12 +369,8 @@ def _tiles_apart() -> bool:
     the vector loop is a ``movabsq`` and a ``vbroadcastss``. On its own the loop holds them in
     registers: 1.7x less time per element on the Zen 3 (results/performance.md, section 62).
     ``LOSSTUNE_CPU_APART`` 1 or 0 says so on any host (its tests build both)."""
-    forced = os.environ.get("LOSSTUNE_CPU_APART")
-    if forced is not None:
-        if forced not in ("0", "1"):
-            raise ValueError(f"LOSSTUNE_CPU_APART: expected 0 or 1, got {forced!r}")
-        return forced == "1"
-    return not HAS_SCALEF
+    forced = _forced("LOSSTUNE_CPU_APART")
+    return not HAS_SCALEF if forced is None else forced
 
 
 TILES_APART = _tiles_apart()
@@ -616,10 +621,8 @@ def _transpose_rows() -> tuple[int, ...]:
     host's (TRANSPOSE_BYTES), everywhere; also half a line where the host's rows are whole lines
     and its CPU splits 512-bit operations (_SPLIT_512). ``LOSSTUNE_CPU_HALF_ROWS`` 1 offers half
     rows on any whole-line host (to measure a CPU the list lacks), 0 on none."""
-    forced = os.environ.get("LOSSTUNE_CPU_HALF_ROWS")
-    if forced not in (None, "0", "1"):
-        raise ValueError(f"LOSSTUNE_CPU_HALF_ROWS: expected 0 or 1, got {forced!r}")
-    offered = target_cpu() in _SPLIT_512 if forced is None else forced == "1"
+    forced = _forced("LOSSTUNE_CPU_HALF_ROWS")
+    offered = target_cpu() in _SPLIT_512 if forced is None else forced
     return (0, LINE // 2) if TRANSPOSE_BYTES == LINE and offered else (0,)
 
 
@@ -629,10 +632,8 @@ TRANSPOSE_ROWS = _transpose_rows()
 def _on_split_512(switch: str) -> bool:
     """Whether a walk offered on the CPUs of _SPLIT_512 is offered here: the environment variable
     ``switch`` 1 offers it on any host, 0 on none, unset leaves it to the CPU."""
-    forced = os.environ.get(switch)
-    if forced not in (None, "0", "1"):
-        raise ValueError(f"{switch}: expected 0 or 1, got {forced!r}")
-    return target_cpu() in _SPLIT_512 if forced is None else forced == "1"
+    forced = _forced(switch)
+    return target_cpu() in _SPLIT_512 if forced is None else forced
 
 
 def _inputs_first() -> bool:
@@ -1173,6 +1174,7 @@ def _stage_ragged(a, buf, start, stride, first, lanes, side, width):
             buf[j * width + i] = a[start + i * stride + j]
 
 
+_APART_RUN = 256  # the shortest strided run the loops apart take as a call (make_cpu_kernels' apart_rows)
 _SKIP_TILES = 16  # after a tile whose checked twin flagged an element (make_cpu_kernels' checked loops)
 
 
@@ -1234,8 +1236,8 @@ def make_cpu_kernels(
 
         return loop
 
-    # The contiguous loops of a formula with a checked twin: each tile takes the twin, whose flag
-    # says where its cheap step was not exact, and is done again with the formula where any was
+    # A formula's checked twin (``checked_py``), where it has one: each tile takes the twin, whose
+    # flag says where its cheap step was not exact, and is done again with the formula where any was
     # (KL log_target's scale by 2^k in one power of two where ldexp takes three: k leaves [-126,
     # 127] only for |t| past ~60 or an extreme gradient). The flags fold into one bool per tile,
     # an OR that vectorises with the loop; the redo is the same loop, so a redone tile's values are
@@ -1244,69 +1246,19 @@ def make_cpu_kernels(
     # probability, scattered through them) would pay twin and formula on each, 1.8-2.5x the
     # formula's own loop (measured, 2^20 float32, 0.1% of -inf); so after a flagged tile the next
     # _SKIP_TILES of the block take the formula alone: at worst (1.7 + 16) / 17 = 1.04x it, where
-    # data with no flag keep the twin's every tile.
-    # Its setup repeats contiguous's on purpose: one source for both would change the IR of every
-    # op's contiguous loops, and tuner.restamp would count each such entry of every table, the
-    # AVX-512 hosts' included, as changed (to re-tune on hardware of that kind).
+    # data with no flag keep the twin's every tile. The twin runs only in the loops apart (below):
+    # the hosts where it saves anything (CHECKED_SCALE) are those of TILES_APART; with the loops
+    # forced inline (LOSSTUNE_CPU_APART=0) a formula runs its own loop, the same bits.
     checked = None if checked_py is None else njit(inline="always")(checked_py)
-
-    def checked_contiguous(scalar_g: bool) -> Callable[..., None]:
-        @njit(inline="always")
-        def passes(dst, base, g, x, t, g0, us, m, cof, twin):
-            """Elements us .. us + m into dst from base on: the twin's pass (if ``twin``), and the
-            formula's where it was not tried or any flag was set. True where the twin was tried
-            and a flag was set."""
-            if twin:
-                miss = False
-                for i in range(m):
-                    gi = g0 if scalar_g else _load(g, us + i)
-                    v, bad = checked(gi, _load(x, us + i), _load(t, us + i), cof)
-                    _store(dst, base + i, v)
-                    miss |= bad
-                if not miss:
-                    return False
-            for i in range(m):
-                gi = g0 if scalar_g else _load(g, us + i)
-                _store(dst, base + i, value(gi, _load(x, us + i), _load(t, us + i), cof))
-            return twin
-
-        def loop(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks, stream):
-            g, x, t, o = _view(pg, 1 if scalar_g else n, tg), _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)
-            cof = np.float32(cof64)
-            g0 = _load(g, 0)
-            chunk = _block_share(n, nblocks)
-            un, uahead, own_x = np.uint64(n), np.uint64(ahead), px != pt
-            for b in prange(nblocks):
-                vectors()
-                buf = np.empty(tile if stream else 0, to.dtype)
-                end = min(n, (b + 1) * chunk)
-                skip = 0  # tiles left that take the formula alone, after a flagged one
-                for s in range(b * chunk, end, tile):
-                    us, stop = np.uint64(s), np.uint64(min(s + tile, end))
-                    if uahead:
-                        if not scalar_g:
-                            _prefetch_window(g, us + uahead, np.uint64(tile), un)
-                        _prefetch_inputs(x, t, own_x, us + uahead, np.uint64(tile), un)
-                    twin = skip == 0
-                    if stream:
-                        flagged = passes(buf, np.uint64(0), g, x, t, g0, us, stop - us, cof, twin)
-                        _stream_out(buf, stop - us, o, us, po)
-                    else:
-                        flagged = passes(o, us, g, x, t, g0, us, stop - us, cof, twin)
-                    skip = _SKIP_TILES if flagged else max(skip - 1, 0)
-                if stream:
-                    _sfence()
-
-        return loop
 
     # The contiguous loops with each tile's element loop in a function of its own (``apart``), called
     # through _apart, which LLVM does not inline: the exp's constants are then hoisted to that
     # function's entry, once a tile, and held in registers across its vector loop (TILES_APART).
     # One build serves a formula with a checked twin and one without: without, the twin is the
     # formula with a flag that is never set, which LLVM folds away, so every tile takes one pass.
-    # The skip after a flagged tile is checked_contiguous's. New code beside contiguous and
-    # checked_contiguous rather than a change of them, so that no other build's IR changes.
-    twin_value = checked or njit(inline="always")(lambda g, x, t, cof: (value(g, x, t, cof), False))
+    # New code beside contiguous rather than a change of it, so that no other build's IR changes.
+    flagless = njit(inline="always")(lambda g, x, t, cof: (value(g, x, t, cof), False))
+    twin_value = checked or flagless
 
     def apart_contiguous(scalar_g: bool) -> Callable[..., None]:
         @njit(nogil=True)
@@ -1359,7 +1311,60 @@ def make_cpu_kernels(
 
         return loop
 
-    def strided_walk(run: StridedRun) -> Callable[..., None]:
+    # The walks' unit-stride runs apart too (``apart``): the strided walk's runs of at least
+    # _APART_RUN elements and each tile of the transposed walk's pass (a) are a call of one of
+    # rows_apart's functions, one per kind of run and per value (the twin or the formula), with
+    # the contiguous loops' skip after a flagged call. Inline, their loops had the exp's constants
+    # reloaded on every vector as the contiguous loop had (section 49), and the walks fell behind
+    # it once it went apart: KL log_target's transposed rows at 2.2-2.6x the contiguous ones on
+    # 16-bit (results/performance.md, section 63).
+    def rows_apart(kind: StridedRun, pick: Callable[..., tuple[float, bool]]) -> Callable[..., bool]:
+        """formula_rows' loop for runs of ``kind`` in a function of its own, each element by
+        ``pick`` (the twin or the flagless formula); True where any flag was set."""
+        scalar_g, unit_run = kind is StridedRun.SCALAR_G, kind is not StridedRun.ANY
+
+        @njit(nogil=True)
+        def rows(g, x, t, dst, ug, ux, ut, rb, sg0, sx0, st0, sg1, sx1, st1, runs, run, nc, cof):
+            vectors()
+            miss = False
+            for r in range(runs):
+                rg, rx, rt, rr = ug + r * sg0, ux + r * sx0, ut + r * st0, rb + r * nc
+                if scalar_g:
+                    g0 = _load(g, rg)
+                    for c in range(run):
+                        v, bad = pick(g0, _load(x, rx + c), _load(t, rt + c), cof)
+                        _store(dst, rr + c, v)
+                        miss |= bad
+                elif unit_run:
+                    for c in range(run):
+                        v, bad = pick(_load(g, rg + c), _load(x, rx + c), _load(t, rt + c), cof)
+                        _store(dst, rr + c, v)
+                        miss |= bad
+                else:
+                    for c in range(run):
+                        gi, xi, ti = _load(g, rg + c * sg1), _load(x, rx + c * sx1), _load(t, rt + c * st1)
+                        v, bad = pick(gi, xi, ti, cof)
+                        _store(dst, rr + c, v)
+                        miss |= bad
+            return miss
+
+        return rows
+
+    rows_by_kind = {kind: (rows_apart(kind, twin_value), rows_apart(kind, flagless)) for kind in StridedRun}
+
+    @njit(inline="always")
+    def apart_rows(twin_fn, formula_fn, skip, args):
+        """The runs ``args`` (rows_apart's arguments) apart, by a kind's two rows_apart functions:
+        the twin's pass where ``skip`` is 0, the formula's where the twin was not tried or flagged;
+        the next skip, as in apart_contiguous."""
+        flagged = False
+        if skip == 0:
+            flagged = _apart(twin_fn, args)
+        if skip > 0 or flagged:
+            _apart(formula_fn, args)
+        return _SKIP_TILES if flagged else max(skip - 1, 0)
+
+    def strided_walk(run: StridedRun, apart: bool) -> Callable[..., None]:
         """The strided walk whose runs along the innermost dim are of kind ``run`` (strided_run picks
         it from the geometry's strides), a compile-time constant."""
         # One build per kind of run, each holding that one loop: with all three in one function,
@@ -1370,6 +1375,10 @@ def make_cpu_kernels(
         # stride only by versioning it for stride 1, which a stride-0 operand (a broadcast 0-d
         # gradient) defeats, leaving the scalar loop (results/performance.md).
         scalar_g, unit = run is StridedRun.SCALAR_G, run is not StridedRun.ANY
+        twin_fn, formula_fn = rows_by_kind[run]
+        # ``apart`` (make_cpu_kernels' own): a unit-stride run of _APART_RUN elements or more is a
+        # call of rows_apart's (a short one would pay the call's setup on every run).
+        apart_run = apart and unit
 
         def strided(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks):
             # shape[nd], strides[4, nd] in elements for g, x, t, o; innermost dim last; spans[4]: the
@@ -1397,11 +1406,16 @@ def make_cpu_kernels(
                     oo += q * strides[3, d]
                 sg, sx, st, so = strides[0, last], strides[1, last], strides[2, last], strides[3, last]
                 usg, usx, ust, uso = np.uint64(sg), np.uint64(sx), np.uint64(st), np.uint64(so)
+                skip = 0  # runs left that take the formula alone (apart_rows)
                 while pos < end:
                     m = min(shape[last] - idx[last], end - pos, tile)
                     # Unsigned offsets (strides here are never negative) for the same reason as in flat.
                     ug, ux, ut, uo = np.uint64(og), np.uint64(ox), np.uint64(ot), np.uint64(oo)
-                    if scalar_g:  # the 0-d gradient of mean/sum: read once per run, not per element
+                    if apart_run and m >= _APART_RUN:
+                        zero, one, um = np.uint64(0), np.uint64(1), np.uint64(m)
+                        args = (g, x, t, o, ug, ux, ut, uo, zero, zero, zero, one, one, one, one, um, zero, cof)
+                        skip = apart_rows(twin_fn, formula_fn, skip, args)
+                    elif scalar_g:  # the 0-d gradient of mean/sum: read once per run, not per element
                         g0 = _load(g, ug)
                         for k in range(np.uint64(m)):
                             _store(o, uo + k, value(g0, _load(x, ux + k), _load(t, ut + k), cof))
@@ -1437,12 +1451,14 @@ def make_cpu_kernels(
 
         return strided
 
-    def transposed_walk(tile_bytes: int, row: int) -> Callable[..., None]:
+    def transposed_walk(tile_bytes: int, row: int, apart: bool) -> Callable[..., None]:
         """The transposed walk with tiles of ``tile_bytes`` of out and register rows ``row``
-        (Tiling.transpose_row), both compile-time constants."""
+        (Tiling.transpose_row), both compile-time constants; ``apart``: pass (a) a call of
+        rows_apart's per tile."""
         # Closure constants, which numba resolves as it does globals.
         block, block_nt, pair, pair_nt = _TRANSPOSES[row]
         row_bytes = _row_bytes(row)
+        (twin_s, formula_s), (twin_u, formula_u), (twin_a, formula_a) = (rows_by_kind[k] for k in StridedRun)
 
         def transposed(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks, stream):
             # The strided walk of a 2-d problem whose operands disagree on the unit-stride dim: the
@@ -1480,6 +1496,7 @@ def make_cpu_kernels(
                 buf = np.empty(tile_bytes // o.itemsize, to.dtype)
                 ntiles = row_tiles * col_tiles
                 share = (ntiles + np.uint64(nblocks) - one) // np.uint64(nblocks)
+                skip = 0  # tiles left that take the formula alone (apart_rows)
                 for tile_no in range(np.uint64(b) * share, min(ntiles, (np.uint64(b) + one) * share)):
                     # Index math stays in uint64 throughout: numba types int64 (op) uint64 as float64.
                     r0, c0 = (np.uint64(tile_no) % row_tiles) * tr, (np.uint64(tile_no) // row_tiles) * tc
@@ -1493,21 +1510,32 @@ def make_cpu_kernels(
                         runs, run = one, nr * nc
                     else:
                         runs, run = nr, nc
-                    for r in range(runs):
-                        rg, rx, rt, rb = ug + r * sg0, ux + r * sx0, ut + r * st0, r * nc
-                        # Unit-stride loops of their own, as in strided (a stride-0 gradient would
-                        # keep LLVM from vectorising a runtime-stride loop).
+                    if apart:
+                        zero = np.uint64(0)
+                        args = (g, x, t, buf, ug, ux, ut, zero, sg0, sx0, st0, sg1, sx1, st1, runs, run, nc, cof)
                         if unit and sg1 == 0:
-                            g0 = _load(g, rg)
-                            for c in range(run):
-                                _store(buf, rb + c, value(g0, _load(x, rx + c), _load(t, rt + c), cof))
+                            skip = apart_rows(twin_s, formula_s, skip, args)
                         elif unit and sg1 == 1:
-                            for c in range(run):
-                                _store(buf, rb + c, value(_load(g, rg + c), _load(x, rx + c), _load(t, rt + c), cof))
+                            skip = apart_rows(twin_u, formula_u, skip, args)
                         else:
-                            for c in range(run):
-                                gi, xi, ti = _load(g, rg + c * sg1), _load(x, rx + c * sx1), _load(t, rt + c * st1)
-                                _store(buf, rb + c, value(gi, xi, ti, cof))
+                            skip = apart_rows(twin_a, formula_a, skip, args)
+                    else:
+                        for r in range(runs):
+                            rg, rx, rt, rb = ug + r * sg0, ux + r * sx0, ut + r * st0, r * nc
+                            # Unit-stride loops of their own, as in strided (a stride-0 gradient would
+                            # keep LLVM from vectorising a runtime-stride loop).
+                            if unit and sg1 == 0:
+                                g0 = _load(g, rg)
+                                for c in range(run):
+                                    _store(buf, rb + c, value(g0, _load(x, rx + c), _load(t, rt + c), cof))
+                            elif unit and sg1 == 1:
+                                for c in range(run):
+                                    gi = _load(g, rg + c)
+                                    _store(buf, rb + c, value(gi, _load(x, rx + c), _load(t, rt + c), cof))
+                            else:
+                                for c in range(run):
+                                    gi, xi, ti = _load(g, rg + c * sg1), _load(x, rx + c * sx1), _load(t, rt + c * st1)
+                                    _store(buf, rb + c, value(gi, xi, ti, cof))
                     # (b): whole blocks through registers, two at a time and then a last odd one, then
                     # the ragged edges element by element.
                     block_cols = block_rows = np.uint64(row_bytes // o.itemsize)  # _block(itemsize, row_bytes)
@@ -2031,7 +2059,11 @@ def make_cpu_kernels(
     def both(fn: Callable[..., None]) -> tuple[Callable[..., None], Callable[..., None]]:
         return njit(nogil=True)(fn), njit(parallel=True, nogil=True)(fn)
 
-    walks = {(tile, row): both(transposed_walk(tile * 4, row)) for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS}
+    if apart is None:
+        apart = compute_bound and TILES_APART
+    walks = {
+        (tile, row): both(transposed_walk(tile * 4, row, apart)) for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS
+    }
     walks_in = {
         (tile, row): both(transposed_in_walk(tile * 4, row)) for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS
     }
@@ -2051,12 +2083,10 @@ def make_cpu_kernels(
     walks_deferred = {
         key: fns for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS for key, fns in deferred(tile, row).items()
     }
-    runs = {run: both(strided_walk(run)) for run in StridedRun}
+    runs = {run: both(strided_walk(run, apart)) for run in StridedRun}
     reduces = {run: both(reduce_walk(run)) for run in StridedRun}
     reduces_along = {scalar_g: both(reduce_along_walk(scalar_g)) for scalar_g in (False, True)}
-    if apart is None:
-        apart = compute_bound and TILES_APART
-    flat_loop = apart_contiguous if apart else contiguous if checked is None else checked_contiguous
+    flat_loop = apart_contiguous if apart else contiguous
     return CpuKernels(
         both(flat_loop(False)),
         both(flat_loop(True)),

@@ -1,9 +1,10 @@
-"""The contiguous loops of a formula with a checked twin (Formula.checked_value): a tile goes through
-the twin (KL log_target's scale by one power of two, kernels/scalar.ldexp_checked) and again through
-the formula where any element's flag was set. Whatever the flags, every stored bit must be the
-formula's: these build both sets of loops from the op's own formulas and compare them bit for bit,
-on any host (the backend takes the twins only where ldexp is three powers of two, but the loops are
-the same code everywhere).
+"""The loops apart (cpu_loops.TILES_APART) of a formula with or without a checked twin
+(Formula.checked_value): a tile, or a walk's run, goes through the twin (KL log_target's scale by
+one power of two, kernels/scalar.ldexp_checked) and again through the formula where any element's
+flag was set. Whatever the flags, every stored bit must be the formula's: these build both sets of
+loops from the op's own formulas and compare them bit for bit, on any host (the backend builds them
+apart only without AVX-512F, but the loops are the same code everywhere): the contiguous loops, and
+the strided and transposed walks through the op's own launch.
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ from collections.abc import Callable
 import pytest
 import torch
 
+import kernels
 from kernels.backends import cpu, cpu_loops
+from kernels.modes import Variant
 from kernels.ops import kl_div, mse
+from kernels.tiling import Tiling
+from tests.helpers import as_bits
 
 LOG = kl_div.FORMULA_LOG
 TILE = 1024
@@ -31,9 +36,10 @@ def _build(
     return cpu_loops.make_cpu_kernels(value, LOG.compute_bound, twin, apart=apart)
 
 
-# The builds each test compares with the formula's own inlined loops ("plain"): its checked twin's
-# loops, and both again with each tile's element loop apart (cpu_loops.TILES_APART), on any host.
-BUILDS = ("checked", "apart", "apart checked")
+# The builds each test compares with the formula's own inlined loops ("plain"): each tile's element
+# loop apart (cpu_loops.TILES_APART), by the formula alone and through its checked twin, on any host.
+# (A twin given to loops that are not apart goes unused: the formula's own loops run.)
+BUILDS = ("apart", "apart checked")
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +52,7 @@ def builds() -> dict[str, dict[str, cpu_loops.CpuKernels]]:
     for name, (value, twin) in sets.items():
         out[name] = {"plain": _build(value, None, False), "apart": _build(value, None, True)}
         if twin is not None:
-            out[name] |= {"checked": _build(value, twin, False), "apart checked": _build(value, twin, True)}
+            out[name]["apart checked"] = _build(value, twin, True)
     return out
 
 
@@ -138,23 +144,95 @@ def test_every_sixteen_bit_target_through_the_checked_and_apart_loops(builds, lo
             assert _same_bits(got, want), dtype
 
 
+def _log_targets(shape: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
+    """Log-targets of ``shape``, mostly ordinary, with flagged elements (past the twin's range,
+    infinite, NaN, a sweep over the exp's range) in a few places, so some runs and tiles take the
+    twin alone, some the formula after it and some the formula alone (the skip after a flagged one).
+    A single row keeps its last fifth unflagged (a broadcast row's second run)."""
+    gen = torch.Generator().manual_seed(5)
+    t = -torch.rand(shape, generator=gen, dtype=torch.float64) * 30.0
+    flat, n = t.view(-1), t.numel()
+    flat[n // 5], flat[n // 2], flat[3 * n // 4] = 120.0, -math.inf, math.nan
+    sweep = min(n // 8, 256)
+    flat[n // 3 : n // 3 + sweep] = torch.linspace(-800.0, 800.0, sweep, dtype=torch.float64)
+    if shape[0] > 1:
+        flat[n - 1] = math.inf
+    return t.to(dtype)
+
+
+# (rows, cols) of out; each has a transposed form (the inputs' views of (cols, rows)) and a broadcast
+# form (the target one row over the rows): runs of 300 and 4096-element tiles of 5000 go apart in
+# the strided walk, runs of 100 stay inline (cpu_loops._APART_RUN).
+WALK_SHAPES = ((64, 300), (40, 100), (130, 77), (64, 5000))
+
+
+@pytest.mark.parametrize("grad", ["full", "0-d", "row"])
+@pytest.mark.parametrize(
+    ("out_dtype", "grad_dtype"),
+    [(torch.float32, torch.float32), (torch.bfloat16, torch.bfloat16), (torch.float16, torch.float16)],
+    ids=str,
+)
+def test_walks_apart_store_the_formulas_bits(
+    builds, monkeypatch: pytest.MonkeyPatch, out_dtype: torch.dtype, grad_dtype: torch.dtype, grad: str
+) -> None:
+    """The strided walk's runs and the transposed walk's pass (a) apart, through the twin where
+    the build has one, against the formula's inlined walks: the same bits, the op's own launch
+    (2 cores) with each set of loops in the backend, on any host."""
+    summed = cpu.BACKEND.kernels(LOG, summed=True)
+
+    def outs(build: str) -> list[torch.Tensor]:
+        sets = {}
+        for name in ("wide", "narrow", "half"):
+            loops = builds[name]
+            sets[name] = loops["plain"] if build == "plain" else loops.get("apart checked", loops["apart"])
+        monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (sets["wide"], sets["narrow"], summed, sets["half"]))
+        config = Tiling(tile=4096, cores=min(2, cpu_loops.max_threads()), variant=Variant.STRIDED)
+        got = []
+        for rows, cols in WALK_SHAPES:
+            t = _log_targets((cols, rows), out_dtype)
+            gen = torch.Generator().manual_seed(rows + cols)
+            g = {
+                "full": torch.randn((rows, cols), generator=gen) * 4.0,
+                "0-d": torch.tensor(-2.5),
+                "row": torch.randn(cols, generator=gen),  # stride 0 along the rows: the ANY runs
+            }[grad].to(grad_dtype)
+            x = torch.zeros((rows, cols), dtype=out_dtype)  # KL log_target never reads self
+            got.append(kernels.kl_div_backward(g, x, t.t(), "none", True, config=config))
+            row = _log_targets((1, cols), out_dtype).expand(rows, cols)
+            got.append(kernels.kl_div_backward(g, x, row, "none", True, config=config))
+        return got
+
+    want, got = outs("plain"), outs("apart")
+    for i, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert torch.equal(as_bits(a), as_bits(b)), (WALK_SHAPES[i // 2], ("transposed", "broadcast")[i % 2])
+
+
 def test_the_backend_takes_the_twins_only_where_ldexp_is_three_powers_plumbing() -> None:
     """Which loops the backend builds (plumbing; the tests above check the values): the twins'
     contiguous loops where cpu_loops.CHECKED_SCALE, the formula's own elsewhere, and never for the
     walks that have no twin (the sums, the float16-gradient half formula)."""
     assert cpu_loops.CHECKED_SCALE is not cpu_loops.HAS_SCALEF
     assert kl_div.FORMULA.checked_value is None and kl_div.FORMULA.narrow_checked_value is None
-    apart = cpu_loops.TILES_APART  # the apart loops take the twin where the build has one
-    flat = cpu.BACKEND.kernels(LOG, False).flat[0]
-    name = flat.py_func.__qualname__
-    assert ("apart_contiguous" in name) is apart
-    if not apart:
-        assert ("checked_contiguous" in name) is cpu_loops.CHECKED_SCALE
-    summed = cpu.BACKEND.kernels(LOG, summed=True).flat[0]
-    assert "checked_contiguous" not in summed.py_func.__qualname__
-    half = cpu.BACKEND.kernels(LOG, True, half=True).flat[0]
-    if not apart:
-        assert ("checked_contiguous" in half.py_func.__qualname__) is not cpu_loops.HALF_SCALE
+    given: list[tuple[Callable[..., float], object]] = []
+
+    class Spy:  # the loops module, with make_cpu_kernels recording the twin each build is given
+        def __getattr__(self, name: str) -> object:
+            return getattr(cpu_loops, name)
+
+        @staticmethod
+        def make_cpu_kernels(value, compute_bound, checked_py=None):
+            given.append((value, checked_py))
+            return "loops of " + value.__name__
+
+    backend = cpu.CpuBackend(Spy())  # type: ignore[arg-type]
+    for narrow, summed, half in ((False, False, False), (True, False, False), (True, False, True)):
+        backend.kernels(LOG, narrow, summed=summed, half=half)
+    backend.kernels(LOG, summed=True)
+    twins = dict(given)
+    on = cpu_loops.CHECKED_SCALE
+    assert twins[LOG.value] is (LOG.checked_value if on else None)
+    assert twins[LOG.narrow_value] is (LOG.narrow_checked_value if on else None)
+    assert twins.get(LOG.sum_value) is None and twins.get(LOG.half_value) is None
 
 
 def test_tiles_apart_only_for_compute_bound_formulas_plumbing() -> None:

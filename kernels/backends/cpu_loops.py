@@ -1174,7 +1174,7 @@ def _stage_ragged(a, buf, start, stride, first, lanes, side, width):
             buf[j * width + i] = a[start + i * stride + j]
 
 
-_APART_RUN = 256  # the shortest strided run the loops apart take as a call (make_cpu_kernels' apart_rows)
+_APART_RUN = 128  # the shortest strided run the walks apart take as a call (make_cpu_kernels' apart_rows)
 _SKIP_TILES = 16  # after a tile whose checked twin flagged an element (make_cpu_kernels' checked loops)
 
 
@@ -1187,8 +1187,9 @@ def make_cpu_kernels(
     """Build the loops around ``value_py(g, x, t, cof)``; numba compiles each lazily per dtype set.
     ``compute_bound`` (Formula.compute_bound): every loop prefers 512-bit vectors. ``checked_py``
     (Formula.checked_value): value_py's cheap twin with a flag, for the contiguous loops.
-    ``apart``: the contiguous loops call a function of their own per tile (TILES_APART); None: where
-    the formula is compute-bound and the host is one of TILES_APART's."""
+    ``apart``: the contiguous loops call a function of their own per tile (TILES_APART), and so do
+    the strided and transposed walks' unit-stride runs where the formula has a checked twin; None:
+    where the formula is compute-bound and the host is one of TILES_APART's."""
     value = njit(inline="always")(value_py)
     vectors = _wide_vectors if compute_bound else _default_vectors
 
@@ -1311,13 +1312,15 @@ def make_cpu_kernels(
 
         return loop
 
-    # The walks' unit-stride runs apart too (``apart``): the strided walk's runs of at least
-    # _APART_RUN elements and each tile of the transposed walk's pass (a) are a call of one of
-    # rows_apart's functions, one per kind of run and per value (the twin or the formula), with
-    # the contiguous loops' skip after a flagged call. Inline, their loops had the exp's constants
-    # reloaded on every vector as the contiguous loop had (section 49), and the walks fell behind
-    # it once it went apart: KL log_target's transposed rows at 2.2-2.6x the contiguous ones on
-    # 16-bit (results/performance.md, section 63).
+    # The walks' unit-stride runs apart too (``walks_apart``: apart, and a formula with a checked
+    # twin): the strided walk's runs of at least _APART_RUN elements and each tile of the
+    # transposed walk's pass (a) are a call of one of rows_apart's functions, one per kind of run
+    # and per value (the twin or the formula), with the contiguous loops' skip after a flagged
+    # call. Inline, the twinned formulas' loops had the exp's constants reloaded on every vector, as
+    # the contiguous loop had (section 49), and the walks fell behind it once it went apart. Apart,
+    # a broadcast row of KL log_target took 0.43-0.55x the time (float32) and 0.60-0.71x
+    # (bfloat16) from 256 elements up, 0.67x and 0.85x at 128; the float16 half formula (no twin,
+    # fewer constants) took 1.04-1.20x, so its walks stay inline (results/performance.md, section 63).
     def rows_apart(kind: StridedRun, pick: Callable[..., tuple[float, bool]]) -> Callable[..., bool]:
         """formula_rows' loop for runs of ``kind`` in a function of its own, each element by
         ``pick`` (the twin or the flagless formula); True where any flag was set."""
@@ -1376,8 +1379,9 @@ def make_cpu_kernels(
         # gradient) defeats, leaving the scalar loop (results/performance.md).
         scalar_g, unit = run is StridedRun.SCALAR_G, run is not StridedRun.ANY
         twin_fn, formula_fn = rows_by_kind[run]
-        # ``apart`` (make_cpu_kernels' own): a unit-stride run of _APART_RUN elements or more is a
-        # call of rows_apart's (a short one would pay the call's setup on every run).
+        # ``apart`` (make_cpu_kernels' walks_apart): a unit-stride run of _APART_RUN elements or
+        # more is a call of rows_apart's (a shorter one lost to the call's setup: float32 runs of 32
+        # took 1.05x, bfloat16 runs of 64 1.08x).
         apart_run = apart and unit
 
         def strided(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks):
@@ -2061,8 +2065,11 @@ def make_cpu_kernels(
 
     if apart is None:
         apart = compute_bound and TILES_APART
+    walks_apart = apart and checked is not None
     walks = {
-        (tile, row): both(transposed_walk(tile * 4, row, apart)) for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS
+        (tile, row): both(transposed_walk(tile * 4, row, walks_apart))
+        for tile in TRANSPOSED_TILES
+        for row in TRANSPOSE_ROWS
     }
     walks_in = {
         (tile, row): both(transposed_in_walk(tile * 4, row)) for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS
@@ -2083,7 +2090,7 @@ def make_cpu_kernels(
     walks_deferred = {
         key: fns for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS for key, fns in deferred(tile, row).items()
     }
-    runs = {run: both(strided_walk(run, apart)) for run in StridedRun}
+    runs = {run: both(strided_walk(run, walks_apart)) for run in StridedRun}
     reduces = {run: both(reduce_walk(run)) for run in StridedRun}
     reduces_along = {scalar_g: both(reduce_along_walk(scalar_g)) for scalar_g in (False, True)}
     flat_loop = apart_contiguous if apart else contiguous

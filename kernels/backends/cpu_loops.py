@@ -1188,8 +1188,8 @@ def make_cpu_kernels(
     ``compute_bound`` (Formula.compute_bound): every loop prefers 512-bit vectors. ``checked_py``
     (Formula.checked_value): value_py's cheap twin with a flag, for the contiguous loops.
     ``apart``: the contiguous loops call a function of their own per tile (TILES_APART), and so do
-    the strided and transposed walks' unit-stride runs where the formula has a checked twin; None:
-    where the formula is compute-bound and the host is one of TILES_APART's."""
+    the strided and transposed walks' long unit-stride runs; None: where the formula is
+    compute-bound and the host is one of TILES_APART's."""
     value = njit(inline="always")(value_py)
     vectors = _wide_vectors if compute_bound else _default_vectors
 
@@ -1312,54 +1312,43 @@ def make_cpu_kernels(
 
         return loop
 
-    # The walks' unit-stride runs apart too (``walks_apart``: apart, and a formula with a checked
-    # twin): the strided walk's runs of at least _APART_RUN elements and each tile of the
-    # transposed walk's pass (a) are a call of one of rows_apart's functions, one per kind of run
-    # and per value (the twin or the formula), with the contiguous loops' skip after a flagged
-    # call. Inline, the twinned formulas' loops had the exp's constants reloaded on every vector, as
-    # the contiguous loop had (section 49), and the walks fell behind it once it went apart. Apart,
-    # a broadcast row of KL log_target took 0.43-0.55x the time (float32) and 0.60-0.71x
-    # (bfloat16) from 256 elements up, 0.67x and 0.85x at 128; the float16 half formula (no twin,
-    # fewer constants) took 1.04-1.20x, so its walks stay inline (results/performance.md, section 63).
-    def rows_apart(kind: StridedRun, pick: Callable[..., tuple[float, bool]]) -> Callable[..., bool]:
-        """formula_rows' loop for runs of ``kind`` in a function of its own, each element by
-        ``pick`` (the twin or the flagless formula); True where any flag was set."""
-        scalar_g, unit_run = kind is StridedRun.SCALAR_G, kind is not StridedRun.ANY
+    # The walks' unit-stride runs apart too (``apart``): the strided walk's runs of at least
+    # _APART_RUN elements and the transposed walk's pass (a) where its tile is one run are a call of
+    # run_apart's, one function per kind of run and per value (the twin or the formula), with the
+    # contiguous loops' skip after a flagged call. Inline, their loops had the exp's constants
+    # reloaded on every vector, as the contiguous loop had (section 49), and the walks fell behind
+    # it once it went apart. A function of one run, as the contiguous loops' passes are: with a
+    # loop over a tile's runs around it, LLVM kept the constants in memory again (14 broadcasts a
+    # vector in the float16 loop), and the float16 walks lost. One run apart: a broadcast row of KL
+    # log_target took 0.45-0.50x the time (float32), 0.58-0.62x (bfloat16), 0.78-0.80x (float16)
+    # from 512 elements up (results/performance.md, section 63).
+    def run_apart(scalar_g: bool, pick: Callable[..., tuple[float, bool]]) -> Callable[..., bool]:
+        """``m`` elements of a unit-stride run from the operands' offsets into dst from ud on, each
+        by ``pick`` (the twin or the flagless formula); the gradient read once at ug where
+        ``scalar_g``. True where any flag was set."""
 
         @njit(nogil=True)
-        def rows(g, x, t, dst, ug, ux, ut, rb, sg0, sx0, st0, sg1, sx1, st1, runs, run, nc, cof):
+        def run(g, x, t, dst, ug, ux, ut, ud, m, cof):
             vectors()
+            g0 = _load(g, ug)
             miss = False
-            for r in range(runs):
-                rg, rx, rt, rr = ug + r * sg0, ux + r * sx0, ut + r * st0, rb + r * nc
-                if scalar_g:
-                    g0 = _load(g, rg)
-                    for c in range(run):
-                        v, bad = pick(g0, _load(x, rx + c), _load(t, rt + c), cof)
-                        _store(dst, rr + c, v)
-                        miss |= bad
-                elif unit_run:
-                    for c in range(run):
-                        v, bad = pick(_load(g, rg + c), _load(x, rx + c), _load(t, rt + c), cof)
-                        _store(dst, rr + c, v)
-                        miss |= bad
-                else:
-                    for c in range(run):
-                        gi, xi, ti = _load(g, rg + c * sg1), _load(x, rx + c * sx1), _load(t, rt + c * st1)
-                        v, bad = pick(gi, xi, ti, cof)
-                        _store(dst, rr + c, v)
-                        miss |= bad
+            for i in range(m):
+                gi = g0 if scalar_g else _load(g, ug + i)
+                v, bad = pick(gi, _load(x, ux + i), _load(t, ut + i), cof)
+                _store(dst, ud + i, v)
+                miss |= bad
             return miss
 
-        return rows
+        return run
 
-    rows_by_kind = {kind: (rows_apart(kind, twin_value), rows_apart(kind, flagless)) for kind in StridedRun}
+    scalar_runs = (run_apart(True, twin_value), run_apart(True, flagless))
+    unit_runs = (run_apart(False, twin_value), run_apart(False, flagless))
 
     @njit(inline="always")
     def apart_rows(twin_fn, formula_fn, skip, args):
-        """The runs ``args`` (rows_apart's arguments) apart, by a kind's two rows_apart functions:
-        the twin's pass where ``skip`` is 0, the formula's where the twin was not tried or flagged;
-        the next skip, as in apart_contiguous."""
+        """The run ``args`` (run_apart's arguments) apart, by a kind's two run_apart functions: the
+        twin's pass where ``skip`` is 0, the formula's where the twin was not tried or flagged; the
+        next skip, as in apart_contiguous."""
         flagged = False
         if skip == 0:
             flagged = _apart(twin_fn, args)
@@ -1378,10 +1367,10 @@ def make_cpu_kernels(
         # stride only by versioning it for stride 1, which a stride-0 operand (a broadcast 0-d
         # gradient) defeats, leaving the scalar loop (results/performance.md).
         scalar_g, unit = run is StridedRun.SCALAR_G, run is not StridedRun.ANY
-        twin_fn, formula_fn = rows_by_kind[run]
-        # ``apart`` (make_cpu_kernels' walks_apart): a unit-stride run of _APART_RUN elements or
-        # more is a call of rows_apart's (a shorter one lost to the call's setup: float32 runs of 32
-        # took 1.05x, bfloat16 runs of 64 1.08x).
+        twin_fn, formula_fn = scalar_runs if scalar_g else unit_runs
+        # ``apart`` (make_cpu_kernels' own): a unit-stride run of _APART_RUN elements or more is a
+        # call of run_apart's (a shorter one lost to the call's setup: float32 runs of 32 took
+        # 1.05x, bfloat16 runs of 64 1.08x; at 128 0.68x, 0.77x, float16 1.03x).
         apart_run = apart and unit
 
         def strided(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks):
@@ -1416,9 +1405,7 @@ def make_cpu_kernels(
                     # Unsigned offsets (strides here are never negative) for the same reason as in flat.
                     ug, ux, ut, uo = np.uint64(og), np.uint64(ox), np.uint64(ot), np.uint64(oo)
                     if apart_run and m >= _APART_RUN:
-                        zero, one, um = np.uint64(0), np.uint64(1), np.uint64(m)
-                        args = (g, x, t, o, ug, ux, ut, uo, zero, zero, zero, one, one, one, one, um, zero, cof)
-                        skip = apart_rows(twin_fn, formula_fn, skip, args)
+                        skip = apart_rows(twin_fn, formula_fn, skip, (g, x, t, o, ug, ux, ut, uo, np.uint64(m), cof))
                     elif scalar_g:  # the 0-d gradient of mean/sum: read once per run, not per element
                         g0 = _load(g, ug)
                         for k in range(np.uint64(m)):
@@ -1458,11 +1445,11 @@ def make_cpu_kernels(
     def transposed_walk(tile_bytes: int, row: int, apart: bool) -> Callable[..., None]:
         """The transposed walk with tiles of ``tile_bytes`` of out and register rows ``row``
         (Tiling.transpose_row), both compile-time constants; ``apart``: pass (a) a call of
-        rows_apart's per tile."""
+        run_apart's where the tile is one run."""
         # Closure constants, which numba resolves as it does globals.
         block, block_nt, pair, pair_nt = _TRANSPOSES[row]
         row_bytes = _row_bytes(row)
-        (twin_s, formula_s), (twin_u, formula_u), (twin_a, formula_a) = (rows_by_kind[k] for k in StridedRun)
+        (twin_s, formula_s), (twin_u, formula_u) = scalar_runs, unit_runs
 
         def transposed(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks, stream):
             # The strided walk of a 2-d problem whose operands disagree on the unit-stride dim: the
@@ -1500,7 +1487,7 @@ def make_cpu_kernels(
                 buf = np.empty(tile_bytes // o.itemsize, to.dtype)
                 ntiles = row_tiles * col_tiles
                 share = (ntiles + np.uint64(nblocks) - one) // np.uint64(nblocks)
-                skip = 0  # tiles left that take the formula alone (apart_rows)
+                skip = 0  # whole tiles left that take the formula alone (apart_rows)
                 for tile_no in range(np.uint64(b) * share, min(ntiles, (np.uint64(b) + one) * share)):
                     # Index math stays in uint64 throughout: numba types int64 (op) uint64 as float64.
                     r0, c0 = (np.uint64(tile_no) % row_tiles) * tr, (np.uint64(tile_no) // row_tiles) * tc
@@ -1514,15 +1501,12 @@ def make_cpu_kernels(
                         runs, run = one, nr * nc
                     else:
                         runs, run = nr, nc
-                    if apart:
-                        zero = np.uint64(0)
-                        args = (g, x, t, buf, ug, ux, ut, zero, sg0, sx0, st0, sg1, sx1, st1, runs, run, nc, cof)
-                        if unit and sg1 == 0:
+                    if apart and runs == one:  # one unit-stride run, the gradient's stride 0 or 1 (g_dense)
+                        args = (g, x, t, buf, ug, ux, ut, np.uint64(0), run, cof)
+                        if sg1 == 0:
                             skip = apart_rows(twin_s, formula_s, skip, args)
-                        elif unit and sg1 == 1:
-                            skip = apart_rows(twin_u, formula_u, skip, args)
                         else:
-                            skip = apart_rows(twin_a, formula_a, skip, args)
+                            skip = apart_rows(twin_u, formula_u, skip, args)
                     else:
                         for r in range(runs):
                             rg, rx, rt, rb = ug + r * sg0, ux + r * sx0, ut + r * st0, r * nc
@@ -2065,11 +2049,8 @@ def make_cpu_kernels(
 
     if apart is None:
         apart = compute_bound and TILES_APART
-    walks_apart = apart and checked is not None
     walks = {
-        (tile, row): both(transposed_walk(tile * 4, row, walks_apart))
-        for tile in TRANSPOSED_TILES
-        for row in TRANSPOSE_ROWS
+        (tile, row): both(transposed_walk(tile * 4, row, apart)) for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS
     }
     walks_in = {
         (tile, row): both(transposed_in_walk(tile * 4, row)) for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS
@@ -2090,7 +2071,7 @@ def make_cpu_kernels(
     walks_deferred = {
         key: fns for tile in TRANSPOSED_TILES for row in TRANSPOSE_ROWS for key, fns in deferred(tile, row).items()
     }
-    runs = {run: both(strided_walk(run, walks_apart)) for run in StridedRun}
+    runs = {run: both(strided_walk(run, apart)) for run in StridedRun}
     reduces = {run: both(reduce_walk(run)) for run in StridedRun}
     reduces_along = {scalar_g: both(reduce_along_walk(scalar_g)) for scalar_g in (False, True)}
     flat_loop = apart_contiguous if apart else contiguous

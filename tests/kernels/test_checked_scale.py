@@ -170,15 +170,19 @@ assert cpu_loops._APART_RUN in range(101, 301)
 @pytest.mark.parametrize("grad", ["full", "0-d", "row"])
 @pytest.mark.parametrize(
     ("out_dtype", "grad_dtype"),
-    [(torch.float32, torch.float32), (torch.bfloat16, torch.bfloat16), (torch.float16, torch.float32)],
+    [
+        (torch.float32, torch.float32),
+        (torch.bfloat16, torch.bfloat16),
+        (torch.float16, torch.float16),  # the half formula, no twin
+        (torch.float16, torch.float32),  # the narrow formula's twin
+    ],
     ids=str,
 )
 def test_walks_apart_store_the_formulas_bits(
     builds, monkeypatch: pytest.MonkeyPatch, out_dtype: torch.dtype, grad_dtype: torch.dtype, grad: str
 ) -> None:
-    """The strided walk's runs and the transposed walk's pass (a) apart, through the twin (the
-    walks go apart only in builds that have one: a float16 out of a float32 gradient takes the
-    narrow formula's), against the formula's inlined walks: the same bits, the op's own launch
+    """The strided walk's runs and the transposed walk's pass (a) apart, through the twin where
+    the build has one, against the formula's inlined walks: the same bits, the op's own launch
     (2 cores) with each set of loops in the backend, on any host."""
     summed = cpu.BACKEND.kernels(LOG, summed=True)
 

@@ -1501,7 +1501,7 @@ def make_cpu_kernels(
                         runs, run = one, nr * nc
                     else:
                         runs, run = nr, nc
-                    if apart and runs == one:  # one unit-stride run, the gradient's stride 0 or 1 (g_dense)
+                    if apart and runs == one and unit and sg1 <= one:  # one run, every operand at unit stride or g at 0
                         args = (g, x, t, buf, ug, ux, ut, np.uint64(0), run, cof)
                         if sg1 == 0:
                             skip = apart_rows(twin_s, formula_s, skip, args)

@@ -213,6 +213,33 @@ def test_walks_apart_store_the_formulas_bits(
         assert torch.equal(as_bits(a), as_bits(b)), (WALK_SHAPES[i // 2], ("transposed", "broadcast")[i % 2])
 
 
+def test_a_transposed_tile_of_one_strided_row_stays_inline(builds, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The transposed walk's pass (a) goes apart only where its tile is one run at unit strides: a
+    tile of one row (out's 65 columns are the walk's rows, 64 a float32 tile: the last tile's)
+    whose gradient steps by 2 along the run, or whose target does, is one run too, and must take
+    the strided loop (the same bits as the inlined walk's, which a unit-stride call would not give)."""
+    rows, cols = 129, 65
+    gen = torch.Generator().manual_seed(9)
+    t = _log_targets((cols, rows), torch.float32).t()  # unit stride along the rows, as the inputs
+    t2 = _log_targets((cols, 2 * rows), torch.float32)[:, ::2].t()  # stride 2 along the rows
+    g = torch.randn((cols, 2 * rows), generator=gen)[:, ::2].t()  # stride 2 along the rows
+    x = torch.zeros((rows, cols))
+    config = Tiling(tile=4096, cores=min(2, cpu_loops.max_threads()), variant=Variant.STRIDED)
+    summed = cpu.BACKEND.kernels(LOG, summed=True)
+    outs = []
+    for build in ("plain", "apart checked"):
+        wide = builds["wide"][build]
+        monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (wide, wide, summed, wide))
+        outs.append(
+            [
+                kernels.kl_div_backward(a, x, b, "none", True, config=config)
+                for a, b in ((g, t), (g.t().contiguous().t(), t2))
+            ]
+        )
+    for want, got in zip(*outs, strict=True):
+        assert torch.equal(as_bits(got), as_bits(want))
+
+
 def test_the_backend_takes_the_twins_only_where_ldexp_is_three_powers_plumbing() -> None:
     """Which loops the backend builds (plumbing; the tests above check the values): the twins'
     contiguous loops where cpu_loops.CHECKED_SCALE, the formula's own elsewhere, and never for the

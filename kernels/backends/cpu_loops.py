@@ -614,36 +614,42 @@ TRANSPOSED_TILES = (4096,) if TRANSPOSE_BYTES == LINE else (4096, 16384, 32768)
 # 0-d) and from 1.84-1.85 to 1.58-1.71 (l1 float16 full), while some float32 rows lost (kl_div-log
 # full 1.41 -> 1.62): a knob, not a rule (results/performance.md, section 36).
 _SPLIT_512 = ("znver4",)
+# CPUs offered the three walk knobs found on the Zen 4 (half rows, inputs first, deferred stores):
+# _SPLIT_512's, and the Zen 5, whose 512-bit operations are whole but whose 16-bit transposed rows
+# at 2^22 took 0.76-1.04x the time with the knobs a study froze (most 0.91-0.96x; kl_div float16
+# 0-d 0.76x; results/performance.md, sections 64 and 65). The tuner decides per bucket, so a
+# float32 row the knobs lose keeps its old config.
+_WALK_KNOB_CPUS = (*_SPLIT_512, "znver5")
 
 
 def _transpose_rows() -> tuple[int, ...]:
     """The register rows a transposed-walk config may take (Tiling.transpose_row), in bytes: 0, the
     host's (TRANSPOSE_BYTES), everywhere; also half a line where the host's rows are whole lines
-    and its CPU splits 512-bit operations (_SPLIT_512). ``LOSSTUNE_CPU_HALF_ROWS`` 1 offers half
+    and its CPU is offered the walk knobs (_WALK_KNOB_CPUS). ``LOSSTUNE_CPU_HALF_ROWS`` 1 offers half
     rows on any whole-line host (to measure a CPU the list lacks), 0 on none."""
     forced = _forced("LOSSTUNE_CPU_HALF_ROWS")
-    offered = target_cpu() in _SPLIT_512 if forced is None else forced
+    offered = target_cpu() in _WALK_KNOB_CPUS if forced is None else forced
     return (0, LINE // 2) if TRANSPOSE_BYTES == LINE and offered else (0,)
 
 
 TRANSPOSE_ROWS = _transpose_rows()
 
 
-def _on_split_512(switch: str) -> bool:
-    """Whether a walk offered on the CPUs of _SPLIT_512 is offered here: the environment variable
-    ``switch`` 1 offers it on any host, 0 on none, unset leaves it to the CPU."""
+def _on_knob_cpu(switch: str) -> bool:
+    """Whether a walk offered on the CPUs of _WALK_KNOB_CPUS is offered here: the environment
+    variable ``switch`` 1 offers it on any host, 0 on none, unset leaves it to the CPU."""
     forced = _forced(switch)
-    return target_cpu() in _SPLIT_512 if forced is None else forced
+    return target_cpu() in _WALK_KNOB_CPUS if forced is None else forced
 
 
 def _inputs_first() -> bool:
     """Whether the transposed walk offers its inputs-first order (Tiling.transpose_in) where a
-    formula reads the target alone with a 0-d gradient: on the CPUs of _SPLIT_512 (Zen 4, where it
+    formula reads the target alone with a 0-d gradient: on the CPUs of _WALK_KNOB_CPUS (Zen 4, where it
     took 0.79-0.87x the time of the shipped order's best config on five of the six such rows at
     2^22, and 1.18x on kl_div float32; results/performance.md section 42).
     ``LOSSTUNE_CPU_INPUTS_FIRST`` 1 offers it on any host, 0 on none. Elsewhere the spaces, and
     the hashes their tables' entries carry, stay as they were."""
-    return _on_split_512("LOSSTUNE_CPU_INPUTS_FIRST")
+    return _on_knob_cpu("LOSSTUNE_CPU_INPUTS_FIRST")
 
 
 INPUTS_FIRST = _inputs_first()
@@ -651,11 +657,11 @@ INPUTS_FIRST = _inputs_first()
 
 def _deferred() -> bool:
     """Whether the transposed walk offers deferring out's stores (Tiling.defer_out) for a 16-bit
-    out: on the CPUs of _SPLIT_512 (Zen 4, where streamed half rows took 0.78-0.96x the time of the
+    out: on the CPUs of _WALK_KNOB_CPUS (Zen 4, where streamed half rows took 0.78-0.96x the time of the
     shipped walk's same config on the 16-bit rows at 2^22, and float32 lost, 1.04-1.37x;
     results/performance.md section 43). ``LOSSTUNE_CPU_DEFERRED`` 1 offers it on any host, 0 on
     none. Elsewhere the spaces, and the hashes their tables' entries carry, stay as they were."""
-    return _on_split_512("LOSSTUNE_CPU_DEFERRED")
+    return _on_knob_cpu("LOSSTUNE_CPU_DEFERRED")
 
 
 DEFERRED = _deferred()

@@ -1,9 +1,11 @@
 """The Zen 4's transposed-walk knobs on the Zen 5 (results/performance.md, section 64).
 
-cpu_loops offers three knobs of the transposed walk only on the CPUs of ``_SPLIT_512`` (the Zen 4):
+cpu_loops offered three knobs of the transposed walk only on the CPUs of ``_SPLIT_512`` (the Zen 4):
 half-line register rows (``transpose_row=32``), the inputs-first order (``transpose_in``) and
-deferred out stores (``defer_out``). The Zen 5 runs 512-bit operations whole, so it is offered none.
-This probe measures what they would give it: run with the three switches on,
+deferred out stores (``defer_out``). The Zen 5 runs 512-bit operations whole, so it was offered none.
+This probe measured what they would give it (section 64); since section 65 (9d8f8c5) the Zen 5 is
+offered them (``_WALK_KNOB_CPUS``) and its shipped table holds the knobs' picks, so the "shipped"
+column of a run today is no longer the knob-free walk. Run as it was, with the three switches on,
 
     LOSSTUNE_CPU_HALF_ROWS=1 LOSSTUNE_CPU_INPUTS_FIRST=1 LOSSTUNE_CPU_DEFERRED=1 \\
         python results/bench/x86_64-avx512-2t-znver5-cpu-only/probes/walk_knobs.py 7

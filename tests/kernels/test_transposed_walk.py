@@ -299,8 +299,8 @@ def test_half_rows_on_a_whole_line_host_give_the_contiguous_bits_in_a_fresh_proc
 
 def test_half_rows_are_offered_only_on_whole_line_hosts_that_ask(monkeypatch: pytest.MonkeyPatch) -> None:
     """_transpose_rows: half rows beside the host's own where its rows are whole lines and its CPU
-    is offered the walk knobs, Zen 4 and Zen 5 (or the switch says so); never where the host's rows are already half
-    lines; a bad switch is refused naming it."""
+    is offered the walk knobs, Zen 4 and Zen 5 (or the switch says so); never where the host's rows
+    are already half lines; a bad switch is refused naming it."""
     monkeypatch.setattr(cpu_loops, "TRANSPOSE_BYTES", cpu_loops.LINE)
     for switch, cpu_name, want in (
         (None, "znver4", (0, 32)),
@@ -432,7 +432,7 @@ def test_the_inputs_first_order_is_offered_only_for_a_target_only_formula_with_a
     [(cpu_loops._inputs_first, "LOSSTUNE_CPU_INPUTS_FIRST"), (cpu_loops._deferred, "LOSSTUNE_CPU_DEFERRED")],
     ids=["inputs-first", "deferred"],
 )
-def test_a_zen4_walk_is_offered_where_asked_and_a_bad_switch_is_refused(
+def test_a_knob_cpu_walk_is_offered_where_asked_and_a_bad_switch_is_refused(
     monkeypatch: pytest.MonkeyPatch, offered: Callable[[], bool], switch: str
 ) -> None:
     """Tiling.transpose_in and Tiling.defer_out: offered on Zen 4 and Zen 5 alone unless their switch

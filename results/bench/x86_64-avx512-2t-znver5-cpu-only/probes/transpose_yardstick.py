@@ -14,19 +14,20 @@ median (min-max). Not part of the package.
 
 from __future__ import annotations
 
-import statistics
+import pathlib
 import sys
 
 import torch
 
 from kernels import timing
 from kernels.backends import cpu_loops
-from kernels.backends.cpu import CpuBackend
 from kernels.modes import Op, Reduction
 from tuner.problems import Case, InputLayout
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from walk_knobs import BACKEND, over  # noqa: E402  (a probe beside this one)
+
 N = 1 << 22
-BACKEND = CpuBackend()
 ROWS = (
     (Op.MSE, False, torch.float16, Reduction.MEAN),
     (Op.MSE, False, torch.bfloat16, Reduction.MEAN),
@@ -37,11 +38,6 @@ ROWS = (
     (Op.KL_DIV, False, torch.float16, Reduction.NONE),
     (Op.KL_DIV, False, torch.bfloat16, Reduction.NONE),
 )
-
-
-def ratio(a: timing.Rounds, b: timing.Rounds) -> str:
-    r = [x / y for x, y in zip(a.medians, b.medians, strict=True)]
-    return f"{statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})"
 
 
 def row(op: Op, log: bool, dtype: torch.dtype, reduction: Reduction, rounds: int) -> None:
@@ -65,8 +61,8 @@ def row(op: Op, log: bool, dtype: torch.dtype, reduction: Reduction, rounds: int
     grad = "0-d" if reduction is Reduction.MEAN else "full"
     us = " | ".join(f"{r.median_s * 1e6:.0f}" for r in m)
     print(
-        f"| {name} | {str(dtype).removeprefix('torch.')} | {grad} | {us} | {ratio(m[0], m[1])} | {ratio(m[2], m[3])} "
-        f"| {ratio(m[0], m[2])} |",
+        f"| {name} | {str(dtype).removeprefix('torch.')} | {grad} | {us} | {over(m[0], m[1])} | {over(m[2], m[3])} "
+        f"| {over(m[0], m[2])} |",
         flush=True,
     )
 

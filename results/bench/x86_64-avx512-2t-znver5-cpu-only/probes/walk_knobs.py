@@ -33,6 +33,7 @@ from kernels.backends import cpu_loops
 from kernels.backends.cpu import CpuBackend
 from kernels.modes import Op, Reduction
 from kernels.tiling import Tiling
+from tuner.goals import spread
 from tuner.problems import Case, InputLayout
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -43,6 +44,12 @@ BACKEND = CpuBackend()
 
 def configs(path: pathlib.Path) -> dict[str, Tiling]:
     return {e["case"]: Tiling.from_dict(e["config"]) for e in json.loads(path.read_text())["entries"]}
+
+
+def over(a: timing.Rounds, b: timing.Rounds) -> str:
+    """``a`` over ``b`` round by round: the median (min-max), as the report's layout goals read it."""
+    r = [x / y for x, y in zip(a.medians, b.medians, strict=True)]
+    return f"{statistics.median(r):.2f} ({spread(r, '.2f')})"
 
 
 def row(case: Case, shipped: Tiling, knobs: Tiling, rounds: int) -> None:
@@ -57,17 +64,12 @@ def row(case: Case, shipped: Tiling, knobs: Tiling, rounds: int) -> None:
     fex = flat.phase_one(fg, fx, ft, flat.out_like(fx), "cpu")
     runs = [lambda _: BACKEND.launch(exs[0]), lambda _: BACKEND.launch(exs[1]), lambda _: BACKEND.launch(fex)]
     measured = timing.interleaved(runs, rounds=rounds, min_time_s=0.15)
-
-    def over_flat(i: int) -> str:
-        r = [a / c for a, c in zip(measured[i].medians, measured[2].medians, strict=True)]
-        return f"{statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})"
-
     name = "kl_div-log" if case.log_target else case.op.value
     grad = "0-d" if case.reduction is Reduction.MEAN else "full"
     print(
         f"| {name} | {str(case.dtype).removeprefix('torch.')} | {grad} | {knobs.short()} "
         f"| {measured[0].median_s * 1e6:.0f} | {measured[1].median_s * 1e6:.0f} "
-        f"| {measured[2].median_s * 1e6:.0f} | {over_flat(0)} | {over_flat(1)} |",
+        f"| {measured[2].median_s * 1e6:.0f} | {over(measured[0], measured[2])} | {over(measured[1], measured[2])} |",
         flush=True,
     )
 

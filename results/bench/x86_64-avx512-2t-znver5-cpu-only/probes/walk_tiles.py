@@ -19,6 +19,7 @@ for bit first. Not part of the package.
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 import sys
 
 import torch
@@ -27,7 +28,7 @@ from kernels.backends import cpu_loops
 from kernels.modes import Op, Reduction
 from tuner.problems import Case, InputLayout
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from walk_knobs import SHIPPED, configs, row  # noqa: E402  (a probe beside this one)
 
 N = 1 << 22

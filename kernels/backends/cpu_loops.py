@@ -622,19 +622,6 @@ _SPLIT_512 = ("znver4",)
 _WALK_KNOB_CPUS = (*_SPLIT_512, "znver5")
 
 
-def _transpose_rows() -> tuple[int, ...]:
-    """The register rows a transposed-walk config may take (Tiling.transpose_row), in bytes: 0, the
-    host's (TRANSPOSE_BYTES), everywhere; also half a line where the host's rows are whole lines
-    and its CPU is offered the walk knobs (_WALK_KNOB_CPUS). ``LOSSTUNE_CPU_HALF_ROWS`` 1 offers half
-    rows on any whole-line host (to measure a CPU the list lacks), 0 on none."""
-    forced = _forced("LOSSTUNE_CPU_HALF_ROWS")
-    offered = target_cpu() in _WALK_KNOB_CPUS if forced is None else forced
-    return (0, LINE // 2) if TRANSPOSE_BYTES == LINE and offered else (0,)
-
-
-TRANSPOSE_ROWS = _transpose_rows()
-
-
 def _on_knob_cpu(switch: str) -> bool:
     """Whether a walk offered on the CPUs of _WALK_KNOB_CPUS is offered here: the environment
     variable ``switch`` 1 offers it on any host, 0 on none, unset leaves it to the CPU."""
@@ -642,11 +629,23 @@ def _on_knob_cpu(switch: str) -> bool:
     return target_cpu() in _WALK_KNOB_CPUS if forced is None else forced
 
 
+def _transpose_rows() -> tuple[int, ...]:
+    """The register rows a transposed-walk config may take (Tiling.transpose_row), in bytes: 0, the
+    host's (TRANSPOSE_BYTES), everywhere; also half a line where the host's rows are whole lines
+    and its CPU is offered the walk knobs (_WALK_KNOB_CPUS). ``LOSSTUNE_CPU_HALF_ROWS`` 1 offers half
+    rows on any whole-line host (to measure a CPU the list lacks), 0 on none."""
+    offered = _on_knob_cpu("LOSSTUNE_CPU_HALF_ROWS")
+    return (0, LINE // 2) if TRANSPOSE_BYTES == LINE and offered else (0,)
+
+
+TRANSPOSE_ROWS = _transpose_rows()
+
+
 def _inputs_first() -> bool:
     """Whether the transposed walk offers its inputs-first order (Tiling.transpose_in) where a
-    formula reads the target alone with a 0-d gradient: on the CPUs of _WALK_KNOB_CPUS (Zen 4, where it
-    took 0.79-0.87x the time of the shipped order's best config on five of the six such rows at
-    2^22, and 1.18x on kl_div float32; results/performance.md section 42).
+    formula reads the target alone with a 0-d gradient: on the CPUs of _WALK_KNOB_CPUS (Zen 4,
+    where it took 0.79-0.87x the time of the shipped order's best config on five of the six such
+    rows at 2^22, and 1.18x on kl_div float32; results/performance.md section 42).
     ``LOSSTUNE_CPU_INPUTS_FIRST`` 1 offers it on any host, 0 on none. Elsewhere the spaces, and
     the hashes their tables' entries carry, stay as they were."""
     return _on_knob_cpu("LOSSTUNE_CPU_INPUTS_FIRST")
@@ -657,8 +656,8 @@ INPUTS_FIRST = _inputs_first()
 
 def _deferred() -> bool:
     """Whether the transposed walk offers deferring out's stores (Tiling.defer_out) for a 16-bit
-    out: on the CPUs of _WALK_KNOB_CPUS (Zen 4, where streamed half rows took 0.78-0.96x the time of the
-    shipped walk's same config on the 16-bit rows at 2^22, and float32 lost, 1.04-1.37x;
+    out: on the CPUs of _WALK_KNOB_CPUS (Zen 4, where streamed half rows took 0.78-0.96x the time
+    of the shipped walk's same config on the 16-bit rows at 2^22, and float32 lost, 1.04-1.37x;
     results/performance.md section 43). ``LOSSTUNE_CPU_DEFERRED`` 1 offers it on any host, 0 on
     none. Elsewhere the spaces, and the hashes their tables' entries carry, stay as they were."""
     return _on_knob_cpu("LOSSTUNE_CPU_DEFERRED")

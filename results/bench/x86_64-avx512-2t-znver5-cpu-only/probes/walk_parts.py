@@ -1,0 +1,172 @@
+"""Where the transposed walk's time goes on the Zen 5's 0-d rows (results/performance.md, section 66).
+
+The rows the layout goal still misses here are 0-d rows: out is the target (or x - t) scaled, and
+the walk (cpu_loops ``transposed`` / ``transposed_deferred``) moves it in 16 KiB tiles: pass (a)
+runs the formula along the inputs' order into an L1 buffer, pass (b) moves the buffer into out
+through the register transposes, 64 out rows a power of two apart. This probe times the parts
+apart, each as a loop of its own over the same 2^22 problem (65536 x 64 in the walk's order, out's
+rows 65536 apart), in one process, interleaved rounds, two threads, the tiles shared as the walk
+shares them:
+
+- walk / partner: the shipped call and its contiguous partner (the report's two rows);
+- (a): the 0-d KL formula (out = cof * t) tile by tile into one L1 buffer (reads the target, writes
+  nothing to memory). For bfloat16 this loop compiles slower than the walk's own pass (a) (it
+  reads 1.5x the whole walk's time): read that column for float16 and float32 only;
+- (b): the register transposes of one L1 buffer into out, per tile (writes out, reads nothing);
+- transposes: the same into a second L1 buffer (neither reads nor writes memory);
+- rows out: an L1 buffer in out's order stored into out's rows (the stores alone, as the
+  deferred walk issues them: 64 rows a power of two apart, 128 elements of each a tile).
+
+Each with the stores the row's config takes (streamed or not) and its register rows. Medians (us)
+and each part over the partner per round, median (min-max). Not part of the package.
+
+    python results/bench/x86_64-avx512-2t-znver5-cpu-only/probes/walk_parts.py 7
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+import numpy as np
+import torch
+from numba import njit, prange
+
+from kernels import timing
+from kernels.backends import cpu_loops as L
+from kernels.modes import Op, Reduction
+from kernels.tiling import Tiling
+from tuner.problems import Case, InputLayout
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from walk_knobs import BACKEND, SHIPPED, over  # noqa: E402  (a probe beside this one)
+
+N = 1 << 22
+COLS = L._TILE_COLS
+ROWS_ = N // COLS
+TILE_BYTES = 4096 * 4
+ROWS = (
+    (Op.KL_DIV, torch.float16),
+    (Op.KL_DIV, torch.bfloat16),
+    (Op.KL_DIV, torch.float32),
+)
+NUMPY = {torch.float16: np.int16, torch.bfloat16: np.uint16, torch.float32: np.float32}
+
+
+def parts(row: int, stream: bool):
+    """The part loops for register rows ``row`` and ``stream``ed stores, compiled per element type."""
+    pair = L._TRANSPOSES[row].pair_nt if stream else L._TRANSPOSES[row].pair
+    held_pair = L._TRANSPOSES[row].pair
+    side_bytes = L._row_bytes(row)
+
+    @njit(inline="always")
+    def tiles(b, tr):
+        ntiles = ROWS_ // tr
+        share = ntiles // 2
+        return b * share, (b + 1) * share
+
+    @njit(parallel=True, nogil=True)
+    def pass_a(t, o, cof):
+        tr = TILE_BYTES // COLS // o.itemsize
+        for b in prange(2):
+            buf = np.empty(tr * COLS, o.dtype)
+            lo, hi = tiles(b, tr)
+            for k in range(lo, hi):
+                base = np.uint64(k * tr * COLS)
+                for i in range(np.uint64(tr * COLS)):
+                    L._store(buf, i, cof * L._load(t, base + i))
+            o[b] = buf[b]  # keeps the buffer live
+
+    @njit(parallel=True, nogil=True)
+    def pass_b(o):
+        tr = TILE_BYTES // COLS // o.itemsize
+        side = side_bytes // o.itemsize
+        for b in prange(2):
+            buf = np.zeros(tr * COLS, o.dtype)
+            lo, hi = tiles(b, tr)
+            for k in range(lo, hi):
+                r0 = k * tr
+                for c in range(0, COLS, side):
+                    for r in range(0, tr, 2 * side):
+                        pair(buf, r * COLS + c, COLS, o, c * ROWS_ + r0 + r, ROWS_)
+            if stream:
+                L._sfence()
+
+    @njit(parallel=True, nogil=True)
+    def transposes(o):
+        tr = TILE_BYTES // COLS // o.itemsize
+        side = side_bytes // o.itemsize
+        for b in prange(2):
+            buf = np.zeros(tr * COLS, o.dtype)
+            held = np.empty(tr * COLS, o.dtype)
+            lo, hi = tiles(b, tr)
+            for _ in range(lo, hi):
+                for c in range(0, COLS, side):
+                    for r in range(0, tr, 2 * side):
+                        held_pair(buf, r * COLS + c, COLS, held, c * tr + r, tr)
+            o[b] = held[b]
+
+    @njit(parallel=True, nogil=True)
+    def rows_out(o):
+        tr = TILE_BYTES // COLS // o.itemsize
+        zero, cols, ntr, nrows = np.uint64(0), np.uint64(COLS), np.uint64(tr), np.uint64(ROWS_)
+        for b in prange(2):
+            held = np.zeros(tr * COLS, o.dtype)
+            lo, hi = tiles(b, tr)
+            for k in range(lo, hi):
+                L._rows_out(held, zero, cols, ntr, o, np.uint64(k) * ntr, nrows, stream)
+            if stream:
+                L._sfence()
+
+    return pass_a, pass_b, transposes, rows_out
+
+
+def row(op: Op, dtype: torch.dtype, config: Tiling, rounds: int) -> None:
+    case = Case(op, dtype, (N,), Reduction.MEAN, layout=InputLayout.TRANSPOSED)
+    flat = Case(op, dtype, (N,), Reduction.MEAN)
+    g, x, t = case.inputs("cpu")
+    out = case.out_like(x)
+    ex = case.phase_one(g, x, t, out, "cpu", config=config)
+    fg, fx, ft = flat.inputs("cpu")
+    fex = flat.phase_one(fg, fx, ft, flat.out_like(fx), "cpu")
+    kind = NUMPY[dtype]
+    tn = ft.contiguous().view(torch.float32 if kind is np.float32 else torch.int16).numpy().view(kind)
+    on = np.zeros(N, kind)
+    cof = np.float32(-1.0 / N)
+    pass_a, pass_b, transposes, rows_out = parts(config.transpose_row, config.stream)
+    runs = [
+        lambda _: BACKEND.launch(ex),
+        lambda _: BACKEND.launch(fex),
+        lambda _: pass_a(tn, on, cof),
+        lambda _: pass_b(on),
+        lambda _: transposes(on),
+        lambda _: rows_out(on),
+    ]
+    m = timing.interleaved(runs, rounds=rounds, min_time_s=0.15)
+    name = f"{op.value} {str(dtype).removeprefix('torch.')} 0-d"
+    us = " | ".join(f"{r.median_s * 1e6:.0f}" for r in m)
+    ratios = " | ".join(over(r, m[1]) for r in (m[0], *m[2:]))
+    print(f"| {name} | {config.short()} | {us} | {ratios} |", flush=True)
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    shipped = {e["case"]: Tiling.from_dict(e["config"]) for e in json.loads(SHIPPED.read_text())["entries"]}
+    print(f"# {L.target_cpu()}, 2^22 (65536 x 64 in the walk's order), {rounds} rounds, 2 threads")
+    heads = ("walk", "partner", "(a)", "(b)", "transposes", "rows out")
+    print(
+        "| row | config | "
+        + " | ".join(f"{h} us" for h in heads)
+        + " | "
+        + " | ".join(f"{h} / partner" for h in heads if h != "partner")
+        + " |"
+    )
+    print("|---|---|" + "---|" * (2 * len(heads) - 1))
+    for op, dtype in ROWS:
+        case = Case(op, dtype, (N,), Reduction.MEAN, layout=InputLayout.TRANSPOSED)
+        row(op, dtype, shipped[case.label()], rounds)
+
+
+if __name__ == "__main__":
+    main()

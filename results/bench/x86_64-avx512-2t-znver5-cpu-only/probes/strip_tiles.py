@@ -18,7 +18,7 @@ run once per tile width (``_TILE_COLS`` is read at compile time):
 
 (arguments: tile columns, rounds, the dtypes' bits). Also the shipped config of each row: in a
 64-column run the walk the report runs; in a strip run that config's walk with the strip tiles
-(for the shipped order, whose formula then runs one line at a time, 3-20x slower). Outputs bit for
+(for the shipped order, whose formula then runs one line at a time, 1.5-9x the time). Outputs bit for
 bit against the shipped config first. Not part of the package.
 """
 

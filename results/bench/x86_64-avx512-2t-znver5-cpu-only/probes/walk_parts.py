@@ -11,7 +11,7 @@ shares them:
 - walk / partner: the shipped call and its contiguous partner (the report's two rows);
 - (a): the 0-d KL formula (out = cof * t) tile by tile into one L1 buffer (reads the target, writes
   nothing to memory). For bfloat16 this loop compiles slower than the walk's own pass (a) (it
-  reads 1.5x the whole walk's time): read that column for float16 and float32 only;
+  reads 1.5-1.6x the whole walk's time): read that column for float16 and float32 only;
 - (b): the register transposes of one L1 buffer into out, per tile (writes out, reads nothing);
 - transposes: the same into a second L1 buffer (neither reads nor writes memory);
 - rows out: an L1 buffer in out's order stored into out's rows (the stores alone, as the
@@ -25,7 +25,6 @@ and each part over the partner per round, median (min-max). Not part of the pack
 
 from __future__ import annotations
 
-import json
 import pathlib
 import sys
 
@@ -40,7 +39,7 @@ from kernels.tiling import Tiling
 from tuner.problems import Case, InputLayout
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from walk_knobs import BACKEND, SHIPPED, over  # noqa: E402  (a probe beside this one)
+from walk_knobs import BACKEND, SHIPPED, configs, over  # noqa: E402  (a probe beside this one)
 
 N = 1 << 22
 COLS = L._TILE_COLS
@@ -78,34 +77,32 @@ def parts(row: int, stream: bool):
                     L._store(buf, i, cof * L._load(t, base + i))
             o[b] = buf[b]  # keeps the buffer live
 
-    @njit(parallel=True, nogil=True)
-    def pass_b(o):
-        tr = TILE_BYTES // COLS // o.itemsize
-        side = side_bytes // o.itemsize
-        for b in prange(2):
-            buf = np.zeros(tr * COLS, o.dtype)
-            lo, hi = tiles(b, tr)
-            for k in range(lo, hi):
-                r0 = k * tr
-                for c in range(0, COLS, side):
-                    for r in range(0, tr, 2 * side):
-                        pair(buf, r * COLS + c, COLS, o, c * ROWS_ + r0 + r, ROWS_)
-            if stream:
-                L._sfence()
+    def moves(into_out: bool):
+        """The register transposes of one L1 buffer per tile: into out's rows (pass (b), with the
+        row's stores) where ``into_out``, else into a second L1 buffer (the transposes alone)."""
+        move = pair if into_out else held_pair
 
-    @njit(parallel=True, nogil=True)
-    def transposes(o):
-        tr = TILE_BYTES // COLS // o.itemsize
-        side = side_bytes // o.itemsize
-        for b in prange(2):
-            buf = np.zeros(tr * COLS, o.dtype)
-            held = np.empty(tr * COLS, o.dtype)
-            lo, hi = tiles(b, tr)
-            for _ in range(lo, hi):
-                for c in range(0, COLS, side):
-                    for r in range(0, tr, 2 * side):
-                        held_pair(buf, r * COLS + c, COLS, held, c * tr + r, tr)
-            o[b] = held[b]
+        @njit(parallel=True, nogil=True)
+        def moved(o):
+            tr = TILE_BYTES // COLS // o.itemsize
+            side = side_bytes // o.itemsize
+            for b in prange(2):
+                buf = np.zeros(tr * COLS, o.dtype)
+                held = np.empty(tr * COLS, o.dtype)
+                lo, hi = tiles(b, tr)
+                for k in range(lo, hi):
+                    for c in range(0, COLS, side):
+                        for r in range(0, tr, 2 * side):
+                            if into_out:
+                                move(buf, r * COLS + c, COLS, o, c * ROWS_ + k * tr + r, ROWS_)
+                            else:
+                                move(buf, r * COLS + c, COLS, held, c * tr + r, tr)
+                if into_out and stream:
+                    L._sfence()
+                if not into_out:
+                    o[b] = held[b]  # keeps the held buffer live
+
+        return moved
 
     @njit(parallel=True, nogil=True)
     def rows_out(o):
@@ -119,7 +116,7 @@ def parts(row: int, stream: bool):
             if stream:
                 L._sfence()
 
-    return pass_a, pass_b, transposes, rows_out
+    return pass_a, moves(True), moves(False), rows_out
 
 
 def row(op: Op, dtype: torch.dtype, config: Tiling, rounds: int) -> None:
@@ -152,7 +149,7 @@ def row(op: Op, dtype: torch.dtype, config: Tiling, rounds: int) -> None:
 
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-    shipped = {e["case"]: Tiling.from_dict(e["config"]) for e in json.loads(SHIPPED.read_text())["entries"]}
+    shipped = configs(SHIPPED)
     print(f"# {L.target_cpu()}, 2^22 (65536 x 64 in the walk's order), {rounds} rounds, 2 threads")
     heads = ("walk", "partner", "(a)", "(b)", "transposes", "rows out")
     print(

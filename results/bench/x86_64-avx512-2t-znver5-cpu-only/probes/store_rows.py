@@ -1,14 +1,15 @@
 """What out's store pattern costs the transposed walk on the Zen 5 (results/performance.md, section 66).
 
-A tile of the walk (16 KiB, 64 columns of the inputs by 128 rows for a 16-bit type) ends as 64
-runs of 128 elements, one in each of 64 out rows 65536 elements apart (the report's 2^22 layout):
-the lines of one tile's runs share their cache sets. This probe stores an L1 buffer into the same
-8 MiB float16 out (64 rows of 65536) in other shapes: ``rows`` rows at a time, runs of ``run``
-elements in each, the walk's (64, 128) first, every shape the same 8 MiB; two threads, each half of
-every row, as the walk shares its tiles. Ordinary stores and non-temporal ones (cpu_loops
+A tile of the walk (16 KiB, 64 columns of the inputs by 128 rows for a 16-bit type) ends as 64 runs
+of 128 elements, one in each of 64 out rows 65536 elements apart (the report's 2^22 layout): the
+lines of one tile's runs share their cache sets. This probe stores a buffer (L1 or L2, below) into
+the same 8 MiB float16 out (64 rows of 65536) in other shapes: ``rows`` rows at a time, runs of
+``run`` elements in each, the walk's (64, 128) first, every shape the same 8 MiB; two threads, each
+half of every row, as the walk shares its tiles. Ordinary stores and non-temporal ones (cpu_loops
 ``_rows_out``, the deferred walk's own loop), against one flat store of the 8 MiB from L1.
 Interleaved rounds in one process; medians (us) and the per-round ratio to the flat store, median
-(min-max). Not part of the package.
+(min-max). The buffer is rows x run elements: 16 KiB for every shape but 64 x 512 (64 KiB) and 64 x
+2048 (256 KiB), which are read from L2 (the Zen 5's L1d is 48 KiB). Not part of the package.
 
     python results/bench/x86_64-avx512-2t-znver5-cpu-only/probes/store_rows.py 7
 """

@@ -8,14 +8,17 @@ apart, each as a loop of its own over the same 2^22 problem (65536 x 64 in the w
 rows 65536 apart), in one process, interleaved rounds, two threads, the tiles shared as the walk
 shares them:
 
-- walk / partner: the shipped call and its contiguous partner (the report's two rows);
+- walk / partner: the shipped call and its contiguous partner (the report's two rows). The
+  shipped float32 walk is (a) then (b); the deferred 16-bit walks are (a), the transposes and
+  rows out (their stores interleaved with the next tile's (a));
 - (a): the 0-d KL formula (out = cof * t) tile by tile into one L1 buffer (reads the target, writes
   nothing to memory). For bfloat16 this loop compiles slower than the walk's own pass (a) (it
   reads 1.5-1.6x the whole walk's time): read that column for float16 and float32 only;
 - (b): the register transposes of one L1 buffer into out, per tile (writes out, reads nothing);
 - transposes: the same into a second L1 buffer (neither reads nor writes memory);
 - rows out: an L1 buffer in out's order stored into out's rows (the stores alone, as the
-  deferred walk issues them: 64 rows a power of two apart, 128 elements of each a tile).
+  deferred walk issues them: 64 rows a power of two apart, a tile's 128 elements of each for a
+  16-bit type, 64 for float32, which the shipped walk stores from (b) instead).
 
 Each with the stores the row's config takes (streamed or not) and its register rows. Medians (us)
 and each part over the partner per round, median (min-max). Not part of the package.
@@ -43,9 +46,9 @@ from walk_knobs import BACKEND, SHIPPED, configs, over  # noqa: E402  (a probe b
 
 N = 1 << 22
 COLS = L._TILE_COLS
-ROWS_ = N // COLS
+OUT_ROWS = N // COLS  # the walk's rows: out's row stride
 TILE_BYTES = 4096 * 4
-ROWS = (
+CASES = (
     (Op.KL_DIV, torch.float16),
     (Op.KL_DIV, torch.bfloat16),
     (Op.KL_DIV, torch.float32),
@@ -53,15 +56,15 @@ ROWS = (
 NUMPY = {torch.float16: np.int16, torch.bfloat16: np.uint16, torch.float32: np.float32}
 
 
-def parts(row: int, stream: bool):
-    """The part loops for register rows ``row`` and ``stream``ed stores, compiled per element type."""
-    pair = L._TRANSPOSES[row].pair_nt if stream else L._TRANSPOSES[row].pair
-    held_pair = L._TRANSPOSES[row].pair
-    side_bytes = L._row_bytes(row)
+def parts(transpose_row: int, stream: bool):
+    """The part loops for register rows ``transpose_row`` and ``stream``ed stores, compiled per element type."""
+    pair = L._TRANSPOSES[transpose_row].pair_nt if stream else L._TRANSPOSES[transpose_row].pair
+    held_pair = L._TRANSPOSES[transpose_row].pair
+    side_bytes = L._row_bytes(transpose_row)
 
     @njit(inline="always")
     def tiles(b, tr):
-        ntiles = ROWS_ // tr
+        ntiles = OUT_ROWS // tr
         share = ntiles // 2
         return b * share, (b + 1) * share
 
@@ -94,7 +97,7 @@ def parts(row: int, stream: bool):
                     for c in range(0, COLS, side):
                         for r in range(0, tr, 2 * side):
                             if into_out:
-                                move(buf, r * COLS + c, COLS, o, c * ROWS_ + k * tr + r, ROWS_)
+                                move(buf, r * COLS + c, COLS, o, c * OUT_ROWS + k * tr + r, OUT_ROWS)
                             else:
                                 move(buf, r * COLS + c, COLS, held, c * tr + r, tr)
                 if into_out and stream:
@@ -107,7 +110,7 @@ def parts(row: int, stream: bool):
     @njit(parallel=True, nogil=True)
     def rows_out(o):
         tr = TILE_BYTES // COLS // o.itemsize
-        zero, cols, ntr, nrows = np.uint64(0), np.uint64(COLS), np.uint64(tr), np.uint64(ROWS_)
+        zero, cols, ntr, nrows = np.uint64(0), np.uint64(COLS), np.uint64(tr), np.uint64(OUT_ROWS)
         for b in prange(2):
             held = np.zeros(tr * COLS, o.dtype)
             lo, hi = tiles(b, tr)
@@ -120,6 +123,7 @@ def parts(row: int, stream: bool):
 
 
 def row(op: Op, dtype: torch.dtype, config: Tiling, rounds: int) -> None:
+    assert config.tile * 4 == TILE_BYTES, f"the parts are built for 16 KiB tiles, the config has {config.short()}"
     case = Case(op, dtype, (N,), Reduction.MEAN, layout=InputLayout.TRANSPOSED)
     flat = Case(op, dtype, (N,), Reduction.MEAN)
     g, x, t = case.inputs("cpu")
@@ -129,7 +133,9 @@ def row(op: Op, dtype: torch.dtype, config: Tiling, rounds: int) -> None:
     fex = flat.phase_one(fg, fx, ft, flat.out_like(fx), "cpu")
     kind = NUMPY[dtype]
     tn = ft.contiguous().view(torch.float32 if kind is np.float32 else torch.int16).numpy().view(kind)
-    on = np.zeros(N, kind)
+    raw = np.zeros(N + 64, kind)
+    skip = (-raw.ctypes.data % L.LINE) // raw.itemsize  # non-temporal stores need aligned lines
+    on = raw[skip : skip + N]
     cof = np.float32(-1.0 / N)
     pass_a, pass_b, transposes, rows_out = parts(config.transpose_row, config.stream)
     runs = [
@@ -160,7 +166,7 @@ def main() -> None:
         + " |"
     )
     print("|---|---|" + "---|" * (2 * len(heads) - 1))
-    for op, dtype in ROWS:
+    for op, dtype in CASES:
         case = Case(op, dtype, (N,), Reduction.MEAN, layout=InputLayout.TRANSPOSED)
         row(op, dtype, shipped[case.label()], rounds)
 

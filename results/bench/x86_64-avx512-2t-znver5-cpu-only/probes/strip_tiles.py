@@ -38,16 +38,14 @@ from kernels.tiling import Tiling
 from tuner.problems import Case, InputLayout
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from walk_knobs import BACKEND, SHIPPED, configs, over  # noqa: E402  (a probe beside this one)
+from walk_knobs import BACKEND, SHIPPED, configs, over, partner  # noqa: E402  (a probe beside this one)
 
 N = 1 << 22
 DTYPES = {"16": (torch.float16, torch.bfloat16), "32": (torch.float32,)}
 WIDE = cpu_loops._TILE_COLS
 
 
-def row(dtype: torch.dtype, log: bool, shipped: Tiling, columns: int, rounds: int) -> None:
-    case = Case(Op.KL_DIV, dtype, (N,), Reduction.MEAN, log_target=log, layout=InputLayout.TRANSPOSED)
-    flat = Case(Op.KL_DIV, dtype, (N,), Reduction.MEAN, log_target=log)
+def row(case: Case, shipped: Tiling, columns: int, rounds: int) -> None:
     g, x, t = case.inputs("cpu")
     base = {**shipped.to_dict(), "defer_out": False, "transpose_in": True}
     tried = [
@@ -64,14 +62,13 @@ def row(dtype: torch.dtype, log: bool, shipped: Tiling, columns: int, rounds: in
         BACKEND.launch(ex)  # compiles the inputs-first walk at ``columns``
     cpu_loops._TILE_COLS = WIDE
     assert all(torch.equal(o, outs[0]) for o in outs[1:]), "a strip's bits differ from the shipped config's"
-    fg, fx, ft = flat.inputs("cpu")
-    fex = flat.phase_one(fg, fx, ft, flat.out_like(fx), "cpu")
+    fex = partner(case)
     runs = [lambda _, e=e: BACKEND.launch(e) for e in exs] + [lambda _: BACKEND.launch(fex)]
     m = timing.interleaved(runs, rounds=rounds, min_time_s=0.15)
-    name = "kl_div-log" if log else "kl_div"
+    name = "kl_div-log" if case.log_target else "kl_div"
     cells = [f"{r.median_s * 1e6:.0f} us, {over(r, m[-1])}" for r in m[:-1]]
     print(
-        f"| {columns} | {name} | {str(dtype).removeprefix('torch.')} | {m[-1].median_s * 1e6:.0f} "
+        f"| {columns} | {name} | {str(case.dtype).removeprefix('torch.')} | {m[-1].median_s * 1e6:.0f} "
         f"| {shipped.short()}: {cells[0]} | " + " | ".join(cells[1:]) + " |",
         flush=True,
     )
@@ -97,7 +94,7 @@ def main() -> None:
             if config.transpose_in:
                 print(f"# {case.label()}: shipped inputs-first ({config.short()}), left out", flush=True)
                 continue
-            row(dtype, log, config, columns, rounds)
+            row(case, config, columns, rounds)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from kernels.modes import Op, Reduction
 from tuner.problems import Case, InputLayout
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from walk_knobs import BACKEND, over  # noqa: E402  (a probe beside this one)
+from walk_knobs import BACKEND, over, partner  # noqa: E402  (a probe beside this one)
 
 N = 1 << 22
 ROWS = (
@@ -42,12 +42,10 @@ ROWS = (
 
 def row(op: Op, log: bool, dtype: torch.dtype, reduction: Reduction, rounds: int) -> None:
     case = Case(op, dtype, (N,), reduction, log_target=log, layout=InputLayout.TRANSPOSED)
-    flat = Case(op, dtype, (N,), reduction, log_target=log)
     g, x, t = case.inputs("cpu")
     out = case.out_like(x)
     ex = case.phase_one(g, x, t, out, "cpu")
-    fg, fx, ft = flat.inputs("cpu")
-    fex = flat.phase_one(fg, fx, ft, flat.out_like(fx), "cpu")
+    fex = partner(case)
     src = t.contiguous()
     dst = torch.empty_like(src)
     runs = [

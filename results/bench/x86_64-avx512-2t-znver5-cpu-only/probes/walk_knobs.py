@@ -31,6 +31,7 @@ import torch
 from kernels import timing
 from kernels.backends import cpu_loops
 from kernels.backends.cpu import CpuBackend
+from kernels.executor import Executor
 from kernels.modes import Op, Reduction
 from kernels.tiling import Tiling
 from tuner.goals import spread
@@ -52,16 +53,22 @@ def over(a: timing.Rounds, b: timing.Rounds) -> str:
     return f"{statistics.median(r):.2f} ({spread(r, '.2f')})"
 
 
+def partner(case: Case) -> Executor:
+    """The contiguous call of ``case``'s op, dtype, size and reduction, at the config its lookup
+    gives (the tables', as in the report): the transposed row's partner in the layout goal."""
+    flat = Case(case.op, case.dtype, case.shape, case.reduction, log_target=case.log_target)
+    g, x, t = flat.inputs("cpu")
+    return flat.phase_one(g, x, t, flat.out_like(x), "cpu")
+
+
 def row(case: Case, shipped: Tiling, knobs: Tiling, rounds: int) -> None:
-    flat = Case(case.op, case.dtype, (N,), case.reduction, log_target=case.log_target)
     g, x, t = case.inputs("cpu")
     outs = [case.out_like(x), case.out_like(x)]
     exs = [case.phase_one(g, x, t, out, "cpu", config=c) for out, c in zip(outs, (shipped, knobs), strict=True)]
     for ex in exs:
         BACKEND.launch(ex)
     assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)), "the two configs' bits differ"
-    fg, fx, ft = flat.inputs("cpu")
-    fex = flat.phase_one(fg, fx, ft, flat.out_like(fx), "cpu")
+    fex = partner(case)
     runs = [lambda _: BACKEND.launch(exs[0]), lambda _: BACKEND.launch(exs[1]), lambda _: BACKEND.launch(fex)]
     measured = timing.interleaved(runs, rounds=rounds, min_time_s=0.15)
     name = "kl_div-log" if case.log_target else case.op.value

@@ -42,7 +42,7 @@ from kernels.tiling import Tiling
 from tuner.problems import Case, InputLayout
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from walk_knobs import BACKEND, SHIPPED, configs, over  # noqa: E402  (a probe beside this one)
+from walk_knobs import BACKEND, SHIPPED, configs, over, partner  # noqa: E402  (a probe beside this one)
 
 N = 1 << 22
 COLS = L._TILE_COLS
@@ -122,17 +122,14 @@ def parts(transpose_row: int, stream: bool):
     return pass_a, moves(True), moves(False), rows_out
 
 
-def row(op: Op, dtype: torch.dtype, config: Tiling, rounds: int) -> None:
+def row(case: Case, config: Tiling, rounds: int) -> None:
     assert config.tile * 4 == TILE_BYTES, f"the parts are built for 16 KiB tiles, the config has {config.short()}"
-    case = Case(op, dtype, (N,), Reduction.MEAN, layout=InputLayout.TRANSPOSED)
-    flat = Case(op, dtype, (N,), Reduction.MEAN)
     g, x, t = case.inputs("cpu")
     out = case.out_like(x)
     ex = case.phase_one(g, x, t, out, "cpu", config=config)
-    fg, fx, ft = flat.inputs("cpu")
-    fex = flat.phase_one(fg, fx, ft, flat.out_like(fx), "cpu")
-    kind = NUMPY[dtype]
-    tn = ft.contiguous().view(torch.float32 if kind is np.float32 else torch.int16).numpy().view(kind)
+    fex = partner(case)
+    kind = NUMPY[case.dtype]
+    tn = fex.target.contiguous().view(torch.float32 if kind is np.float32 else torch.int16).numpy().view(kind)
     raw = np.zeros(N + 64, kind)
     skip = (-raw.ctypes.data % L.LINE) // raw.itemsize  # non-temporal stores need aligned lines
     on = raw[skip : skip + N]
@@ -147,7 +144,7 @@ def row(op: Op, dtype: torch.dtype, config: Tiling, rounds: int) -> None:
         lambda _: rows_out(on),
     ]
     m = timing.interleaved(runs, rounds=rounds, min_time_s=0.15)
-    name = f"{op.value} {str(dtype).removeprefix('torch.')} 0-d"
+    name = f"{case.op.value} {str(case.dtype).removeprefix('torch.')} 0-d"
     us = " | ".join(f"{r.median_s * 1e6:.0f}" for r in m)
     ratios = " | ".join(over(r, m[1]) for r in (m[0], *m[2:]))
     print(f"| {name} | {config.short()} | {us} | {ratios} |", flush=True)
@@ -168,7 +165,7 @@ def main() -> None:
     print("|---|---|" + "---|" * (2 * len(heads) - 1))
     for op, dtype in CASES:
         case = Case(op, dtype, (N,), Reduction.MEAN, layout=InputLayout.TRANSPOSED)
-        row(op, dtype, shipped[case.label()], rounds)
+        row(case, shipped[case.label()], rounds)
 
 
 if __name__ == "__main__":

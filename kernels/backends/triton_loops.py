@@ -242,23 +242,27 @@ def _loss_bwd_strided2d_kernel(
 
 @triton.jit
 def _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r, rmeta_ptr, m, cof, OP: tl.constexpr, NR: tl.constexpr):
-    """Term ``r`` of each lane's sum: the summed dims' offsets of flat index r (rmeta: int64 [4, NR],
-    their shape, then the strides of g, x, t), added to the lanes' kept-dim offsets."""
+    """Terms ``r`` (RB flat indices of the summed dims, one per lane row) of BO outputs' sums, whose
+    kept-dim offsets are bg, bx, bt: an [RB, BO] tile. rmeta: int64 [4, NR], the summed dims' shape,
+    then the strides of g, x, t."""
     rrem = r
-    rg = 0
-    rx = 0
-    rt = 0
+    rg = tl.zeros_like(r).to(tl.int64)
+    rx = rg
+    rt = rg
     for k in tl.static_range(NR):
         d = NR - 1 - k
-        size = tl.load(rmeta_ptr + d)
-        q = rrem % size
-        rrem = rrem // size
+        if k == NR - 1:
+            q = rrem  # r < n_red: the outermost summed dim's index needs no int64 modulo
+        else:
+            size = tl.load(rmeta_ptr + d)
+            q = rrem % size
+            rrem = rrem // size
         rg += q * tl.load(rmeta_ptr + NR + d)
         rx += q * tl.load(rmeta_ptr + 2 * NR + d)
         rt += q * tl.load(rmeta_ptr + 3 * NR + d)
-    g = tl.load(g_ptr + bg + rg, mask=m).to(tl.float32)
-    x = tl.load(x_ptr + bx + rx, mask=m).to(tl.float32)
-    t = tl.load(t_ptr + bt + rt, mask=m).to(tl.float32)
+    g = tl.load(g_ptr + (bg[None, :] + rg[:, None]), mask=m).to(tl.float32)
+    x = tl.load(x_ptr + (bx[None, :] + rx[:, None]), mask=m).to(tl.float32)
+    t = tl.load(t_ptr + (bt[None, :] + rt[:, None]), mask=m).to(tl.float32)
     return _value(g, x, t, cof, OP)
 
 
@@ -267,6 +271,13 @@ def _kahan(acc, comp, v):
     y = v - comp
     tot = acc + y
     return tot, (tot - acc) - y
+
+
+@triton.jit
+def _kahan_where(acc, comp, v, live):
+    # A lane whose term is past the sum's end keeps its state: adding a 0 would apply its compensation.
+    tot, c = _kahan(acc, comp, v)
+    return tl.where(live, tot, acc), tl.where(live, c, comp)
 
 
 @triton.jit
@@ -285,38 +296,73 @@ def _loss_bwd_reduce_kernel(
     RNE: tl.constexpr,  # the device's float32 -> bfloat16 cast rounds to nearest even (_store_rounded)
     NK: tl.constexpr,
     NR: tl.constexpr,
+    RB: tl.constexpr,  # lanes each sum is split over: reduce_lanes(n_red), from the geometry alone
     BLOCK: tl.constexpr,
     SUB: tl.constexpr,
 ):
-    # Each output element sums its broadcast dims in ascending order whatever the tiling, so every
-    # config gives bitwise the same result; Kahan compensation keeps the float32 sum accurate.
+    # Each output's sum is split over RB lanes (rows of an [RB, SUB // RB] tile): lane k sums terms
+    # k, k + RB, k + 2 RB, ... in ascending order with Kahan compensation, and the lanes' sums are
+    # then added in lane order, one Kahan step each. RB comes from the geometry alone, so every
+    # config gives bitwise the same result, and RB = 1 is the plain ascending Kahan sum. One lane
+    # per output left a GPU with few outputs (KL's summed case: 65536 outputs of 64 terms at 2^22)
+    # a quarter of its threads and 16 memory latencies in a row (results/performance.md, section 67).
     # Terms are loaded four at a time before any is added (same order, same bits): a lane's loads
-    # do not wait on its sum, so four are in flight where one load's latency bounded each term
-    # (a sum of 64 terms is 64 memory latencies in a row on a GPU otherwise).
+    # do not wait on its sum.
+    BO: tl.constexpr = SUB // RB
     pid = tl.program_id(0).to(tl.int64)
-    chunk = tl.cdiv(tl.cdiv(n_out, programs), BLOCK) * BLOCK
+    chunk = tl.cdiv(tl.cdiv(n_out, programs), BLOCK // RB) * (BLOCK // RB)
     start = pid * chunk
     end = tl.minimum(start + chunk, n_out)
-    n4 = n_red // 4 * 4
-    for s in range(start, end, BLOCK):
-        for j in range(0, BLOCK, SUB):
-            offs = s + j + tl.arange(0, SUB)
+    lanes = tl.arange(0, RB)
+    per_lane = tl.cdiv(n_red, RB)
+    for s in range(start, end, BLOCK // RB):
+        for j in range(0, BLOCK // RB, BO):
+            offs = s + j + tl.arange(0, BO)
             m = offs < end
-            bg, bx, bt, bo = _unravel(offs, kmeta_ptr, NK, SUB)
-            acc = tl.zeros([SUB], dtype=tl.float32)
-            comp = tl.zeros([SUB], dtype=tl.float32)
-            for r in range(0, n4, 4):
-                v0 = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r, rmeta_ptr, m, cof, OP, NR)
-                v1 = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r + 1, rmeta_ptr, m, cof, OP, NR)
-                v2 = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r + 2, rmeta_ptr, m, cof, OP, NR)
-                v3 = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r + 3, rmeta_ptr, m, cof, OP, NR)
-                acc, comp = _kahan(acc, comp, v0)
-                acc, comp = _kahan(acc, comp, v1)
-                acc, comp = _kahan(acc, comp, v2)
-                acc, comp = _kahan(acc, comp, v3)
-            for r in range(n4, n_red):
-                acc, comp = _kahan(acc, comp, _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r, rmeta_ptr, m, cof, OP, NR))
-            _store_rounded(out_ptr, bo, acc, m, RNE)
+            bg, bx, bt, bo = _unravel(offs, kmeta_ptr, NK, BO)
+            acc = tl.zeros([RB, BO], dtype=tl.float32)
+            comp = tl.zeros([RB, BO], dtype=tl.float32)
+            for i in range(0, per_lane, 4):
+                r0 = i * RB + lanes
+                r1 = r0 + RB
+                r2 = r1 + RB
+                r3 = r2 + RB
+                live0 = (r0 < n_red)[:, None]
+                live1 = (r1 < n_red)[:, None]
+                live2 = (r2 < n_red)[:, None]
+                live3 = (r3 < n_red)[:, None]
+                v0 = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r0, rmeta_ptr, live0 & m[None, :], cof, OP, NR)
+                v1 = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r1, rmeta_ptr, live1 & m[None, :], cof, OP, NR)
+                v2 = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r2, rmeta_ptr, live2 & m[None, :], cof, OP, NR)
+                v3 = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r3, rmeta_ptr, live3 & m[None, :], cof, OP, NR)
+                acc, comp = _kahan_where(acc, comp, v0, live0)
+                acc, comp = _kahan_where(acc, comp, v1, live1)
+                acc, comp = _kahan_where(acc, comp, v2, live2)
+                acc, comp = _kahan_where(acc, comp, v3, live3)
+            # The lanes' sums in lane order, from lane 0's state: lane k's row picked out exactly
+            # (x + -0.0 is x for every x, whatever order tl.sum adds in), its compensation folded
+            # in before its sum is added. As the walks end, the last compensation is not applied.
+            tot = tl.sum(tl.where(lanes[:, None] == 0, acc, -0.0), axis=0)
+            tcomp = tl.sum(tl.where(lanes[:, None] == 0, comp, -0.0), axis=0)
+            for k in tl.static_range(1, RB):
+                row = lanes[:, None] == k
+                tcomp += tl.sum(tl.where(row, comp, -0.0), axis=0)
+                tot, tcomp = _kahan(tot, tcomp, tl.sum(tl.where(row, acc, -0.0), axis=0))
+            _store_rounded(out_ptr, bo, tot, m, RNE)
+
+
+REDUCE_LANES = 8  # the most lanes a sum is split over: it divides every space's SUB (tiling: 8 at least)
+REDUCE_LANE_TERMS = 8  # the fewest terms a lane sums where the sum is split
+
+
+def reduce_lanes(n_red: int) -> int:
+    """Lanes each output's sum of ``n_red`` terms is split over in the reduce walk: the largest power
+    of two up to REDUCE_LANES leaving each lane REDUCE_LANE_TERMS terms or more (1 below 16 terms).
+    From the geometry alone, never the config: the split decides the order of the additions."""
+    lanes = 1
+    while lanes * 2 <= REDUCE_LANES and lanes * 2 * REDUCE_LANE_TERMS <= n_red:
+        lanes *= 2
+    return lanes
 
 
 def tile_2d(tile: int, cols: int) -> tuple[int, int]:
@@ -434,6 +480,7 @@ def launch(
         RNE=rne,
         NK=len(geo.shape),
         NR=len(geo.rshape),
+        RB=reduce_lanes(n_red),
         BLOCK=cfg.tile,
         SUB=sub,
         **extra,

@@ -1,7 +1,8 @@
 """The Triton backends' 2-d tile walk (triton_loops._loss_bwd_strided2d_kernel): every strided call
 of one or two coalesced dims goes through it on CUDA and under the interpreter, tiles ragged on both
 dims, and the tile split (BM x BN) follows the inner dim. And the Triton reduce walk's order: each
-output's terms Kahan-summed in ascending order, to the bit, whatever the config."""
+output's terms split over lanes by the geometry, each lane Kahan-summed in ascending order and the
+lanes added in order, to the bit, whatever the config."""
 
 from __future__ import annotations
 
@@ -63,27 +64,53 @@ def test_two_dim_walk_matches_reference_on_ragged_tiles(
     assert_within(out, kernels.ops.mse.reference(g, x, t, "none"), ulps_for(dtype))
 
 
-def _kahan_ascending(terms: np.ndarray) -> np.ndarray:
-    """float32 Kahan sums of ``terms`` (summed index first, then outputs), each in ascending order."""
-    acc = np.zeros(terms.shape[1], np.float32)
-    comp = np.zeros(terms.shape[1], np.float32)
-    for v in terms:
-        y = v - comp
-        tot = acc + y
-        comp = (tot - acc) - y
-        acc = tot
-    return acc
+def _kahan(acc: np.ndarray, comp: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    y = v - comp
+    tot = acc + y
+    return tot, (tot - acc) - y
 
 
-# input, target (= grad) shapes: 7 terms (a group of four, then three alone); 3 x 4 over two summed dims
-SUMS = {"seven": ((1, 64), (7, 64)), "two-dims": ((64, 1), (3, 64, 4))}
+def _kahan_lanes(terms: np.ndarray, lanes: int) -> np.ndarray:
+    """The reduce walk's float32 sums of ``terms`` (summed index first, then outputs): lane k takes
+    terms k, k + lanes, ... in ascending order, Kahan-summed; then, from lane 0's sum and its
+    compensation, each next lane's compensation is added to the running one and its sum Kahan-added."""
+    states = []
+    for k in range(lanes):
+        acc = comp = np.zeros(terms.shape[1], np.float32)
+        for v in terms[k::lanes]:
+            acc, comp = _kahan(acc, comp, v)
+        states.append((acc, comp))
+    tot, tcomp = states[0]
+    for acc, comp in states[1:]:
+        tot, tcomp = _kahan(tot, tcomp + comp, acc)
+    return tot
+
+
+def test_reduce_lanes_come_from_the_sum_length_alone(triton_backend: str) -> None:
+    from kernels.backends import triton_loops
+
+    got = {n: triton_loops.reduce_lanes(n) for n in (1, 7, 15, 16, 31, 32, 37, 63, 64, 403, 1 << 20)}
+    assert got == {1: 1, 7: 1, 15: 1, 16: 2, 31: 2, 32: 4, 37: 4, 63: 4, 64: 8, 403: 8, 1 << 20: 8}
+
+
+# input, target (= grad) shapes: 7 terms (a group of four, then three alone); 3 x 4 over two summed
+# dims; 64 terms over 8 lanes (two groups of four each, as the benchmark's summed case); 37 over 4
+# lanes (lane 0 sums 10 terms, the others 9: the third group runs past the sum's end in every lane)
+SUMS = {
+    "seven": ((1, 64), (7, 64)),
+    "two-dims": ((64, 1), (3, 64, 4)),
+    "eight-lanes": ((1, 40), (64, 40)),
+    "four-lanes": ((1, 64), (37, 64)),
+}
 
 
 @pytest.mark.parametrize("sums", SUMS)
 @pytest.mark.parametrize("tile", (256, 1024))
-def test_reduce_walk_sums_each_output_in_ascending_kahan_order_to_the_bit(
+def test_reduce_walk_sums_each_output_over_its_lanes_in_kahan_order_to_the_bit(
     triton_backend: str, sums: str, tile: int
 ) -> None:
+    from kernels.backends import triton_loops
+
     device = backends.info(triton_backend).device_type
     x_shape, t_shape = SUMS[sums]
     gen = torch.Generator().manual_seed(5)
@@ -102,8 +129,14 @@ def test_reduce_walk_sums_each_output_in_ascending_kahan_order_to_the_bit(
     terms = (-t.numpy() * g.numpy()).astype(np.float32)
     if sums == "two-dims":
         terms = terms.transpose(0, 2, 1).reshape(12, 64)  # (i, k) in ascending order for each output j
-    expected = _kahan_ascending(terms)
-    plain = np.zeros(64, np.float32)
+    else:
+        terms = terms.reshape(t_shape[0], -1)
+    lanes = triton_loops.reduce_lanes(terms.shape[0])
+    assert lanes == {"eight-lanes": 8, "four-lanes": 4}.get(sums, 1)
+    expected = _kahan_lanes(terms, lanes)
+    if lanes > 1:  # the split shows in the bits: one lane's ascending sum would differ
+        assert (expected != _kahan_lanes(terms, 1)).sum() > 3
+    plain = np.zeros(terms.shape[1], np.float32)
     for v in terms:
         plain = plain + v
     assert (expected != plain).sum() > 3  # the compensation is visible in the bits

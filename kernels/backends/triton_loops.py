@@ -351,8 +351,13 @@ def _loss_bwd_reduce_kernel(
             _store_rounded(out_ptr, bo, tot, m, RNE)
 
 
-REDUCE_LANES = 8  # the most lanes a sum is split over: it divides every space's SUB (tiling: 8 at least)
-REDUCE_LANE_TERMS = 8  # the fewest terms a lane sums where the sum is split
+# The most lanes a sum is split over (it divides every space's SUB: 8 at least), and the fewest
+# terms a lane sums where the sum is split. On the H200, KL's sums of 64 terms over 4 lanes took
+# 0.25-0.71x the time of the walk before the split; 2 lanes and 8 took 1.3-1.6x 4 lanes' time, 16
+# lanes 2.6-3.5x (the lanes' sums are picked out and added one row at a time: RB^2 operations an
+# output). Other lengths were not timed (results/performance.md, section 67).
+REDUCE_LANES = 4
+REDUCE_LANE_TERMS = 16
 
 
 def reduce_lanes(n_red: int) -> int:

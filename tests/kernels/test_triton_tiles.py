@@ -90,17 +90,17 @@ def test_reduce_lanes_come_from_the_sum_length_alone(triton_backend: str) -> Non
     from kernels.backends import triton_loops
 
     got = {n: triton_loops.reduce_lanes(n) for n in (1, 7, 15, 16, 31, 32, 37, 63, 64, 403, 1 << 20)}
-    assert got == {1: 1, 7: 1, 15: 1, 16: 2, 31: 2, 32: 4, 37: 4, 63: 4, 64: 8, 403: 8, 1 << 20: 8}
+    assert got == {1: 1, 7: 1, 15: 1, 16: 1, 31: 1, 32: 2, 37: 2, 63: 2, 64: 4, 403: 4, 1 << 20: 4}
 
 
 # input, target (= grad) shapes: 7 terms (a group of four, then three alone); 3 x 4 over two summed
-# dims; 64 terms over 8 lanes (two groups of four each, as the benchmark's summed case); 37 over 4
-# lanes (lane 0 sums 10 terms, the others 9: the third group runs past the sum's end in every lane)
+# dims; 64 terms over 4 lanes (four groups of four each, as the benchmark's summed case); 37 over 2
+# lanes (lane 0 sums 19 terms, lane 1 18: the fifth group runs past the sum's end in both)
 SUMS = {
     "seven": ((1, 64), (7, 64)),
     "two-dims": ((64, 1), (3, 64, 4)),
-    "eight-lanes": ((1, 40), (64, 40)),
-    "four-lanes": ((1, 64), (37, 64)),
+    "four-lanes": ((1, 40), (64, 40)),
+    "two-lanes": ((1, 64), (37, 64)),
 }
 
 
@@ -132,7 +132,7 @@ def test_reduce_walk_sums_each_output_over_its_lanes_in_kahan_order_to_the_bit(
     else:
         terms = terms.reshape(t_shape[0], -1)
     lanes = triton_loops.reduce_lanes(terms.shape[0])
-    assert lanes == {"eight-lanes": 8, "four-lanes": 4}.get(sums, 1)
+    assert lanes == {"four-lanes": 4, "two-lanes": 2}.get(sums, 1)
     expected = _kahan_lanes(terms, lanes)
     if lanes > 1:  # the split shows in the bits: one lane's ascending sum would differ
         assert (expected != _kahan_lanes(terms, 1)).sum() > 3

@@ -1122,12 +1122,18 @@ def _summed_at(r, bg, bx, bt, rshape, rstrides, nd):
     return np.uint64(og), np.uint64(ox), np.uint64(ot)
 
 
+_INF32 = np.float32(np.inf)
+
+
 @njit(inline="always")
 def _kahan(s, c, v):
-    """One Kahan step of value ``v`` into sum ``s`` with compensation ``c``, all float32."""
+    """One Kahan step of value ``v`` into sum ``s`` with compensation ``c``, all float32. Once the
+    sum is infinite (or NaN) its compensation is 0, not inf - inf = NaN: an infinite term followed
+    by finite ones stays infinite, as the formula's sum is (the NaN turned it NaN)."""
     y = v - c
     tot = np.float32(s + y)
-    return tot, np.float32(np.float32(tot - s) - y)
+    comp = np.float32(np.float32(tot - s) - y)
+    return tot, comp if np.abs(tot) < _INF32 else np.float32(0.0)
 
 
 # The reduce walk's strided lanes over a unit-stride summed run (input (R, 1) against target (R, C)):

@@ -252,7 +252,7 @@ def _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r, rmeta_ptr, m, cof, OP: tl.constexp
     for k in tl.static_range(NR):
         d = NR - 1 - k
         if k == NR - 1:
-            q = rrem  # r < n_red: the outermost summed dim's index needs no int64 modulo
+            q = rrem  # r < n_red (dead lanes' r clamped): the outermost index needs no modulo
         else:
             size = tl.load(rmeta_ptr + d)
             q = rrem % size
@@ -268,14 +268,17 @@ def _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r, rmeta_ptr, m, cof, OP: tl.constexp
 
 @triton.jit
 def _kahan(acc, comp, v):
+    # Once the sum is infinite (or NaN) its compensation is 0, not inf - inf = NaN: an infinite
+    # term followed by finite ones stays infinite, as the formula's sum is (the NaN turned it NaN).
     y = v - comp
     tot = acc + y
-    return tot, (tot - acc) - y
+    return tot, tl.where(tl.abs(tot) < float("inf"), (tot - acc) - y, 0.0)
 
 
 @triton.jit
 def _kahan_where(acc, comp, v, live):
-    # A lane whose term is past the sum's end keeps its state: adding a 0 would apply its compensation.
+    # A lane whose term is past the sum's end keeps its state: adding a 0 applies its compensation,
+    # which changes the sum at a rounding tie.
     tot, c = _kahan(acc, comp, v)
     return tl.where(live, tot, acc), tl.where(live, c, comp)
 
@@ -304,8 +307,9 @@ def _loss_bwd_reduce_kernel(
     # k, k + RB, k + 2 RB, ... in ascending order with Kahan compensation, and the lanes' sums are
     # then added in lane order, one Kahan step each. RB comes from the geometry alone, so every
     # config gives bitwise the same result, and RB = 1 is the plain ascending Kahan sum. One lane
-    # per output left a GPU with few outputs (KL's summed case: 65536 outputs of 64 terms at 2^22)
-    # a quarter of its threads and 16 memory latencies in a row (results/performance.md, section 67).
+    # per output gave KL's summed case on the H200 (65536 outputs of 64 terms at 2^22, the default
+    # config) 64 programs, one 4-warp block on each of 64 of its 132 SMs, and 16 memory latencies
+    # in a row (results/performance.md, section 67).
     # Terms are loaded four at a time before any is added (same order, same bits): a lane's loads
     # do not wait on its sum.
     BO: tl.constexpr = SUB // RB
@@ -314,7 +318,8 @@ def _loss_bwd_reduce_kernel(
     start = pid * chunk
     end = tl.minimum(start + chunk, n_out)
     lanes = tl.arange(0, RB)
-    per_lane = tl.cdiv(n_red, RB)
+    per_lane = (n_red - 1) // RB + 1  # tl.cdiv's n_red + RB - 1 would wrap an int32 n_red near 2^31
+    last = n_red - 1
     for s in range(start, end, BLOCK // RB):
         for j in range(0, BLOCK // RB, BO):
             offs = s + j + tl.arange(0, BO)
@@ -331,10 +336,20 @@ def _loss_bwd_reduce_kernel(
                 live1 = (r1 < n_red)[:, None]
                 live2 = (r2 < n_red)[:, None]
                 live3 = (r3 < n_red)[:, None]
-                v0 = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r0, rmeta_ptr, live0 & m[None, :], cof, OP, NR)
-                v1 = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r1, rmeta_ptr, live1 & m[None, :], cof, OP, NR)
-                v2 = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r2, rmeta_ptr, live2 & m[None, :], cof, OP, NR)
-                v3 = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r3, rmeta_ptr, live3 & m[None, :], cof, OP, NR)
+                # Dead lanes' terms are masked and clamped to the last one: no address past the
+                # operands' ends is formed, whatever a backend does with masked lanes.
+                v0 = _term(
+                    g_ptr, x_ptr, t_ptr, bg, bx, bt, tl.minimum(r0, last), rmeta_ptr, live0 & m[None, :], cof, OP, NR
+                )
+                v1 = _term(
+                    g_ptr, x_ptr, t_ptr, bg, bx, bt, tl.minimum(r1, last), rmeta_ptr, live1 & m[None, :], cof, OP, NR
+                )
+                v2 = _term(
+                    g_ptr, x_ptr, t_ptr, bg, bx, bt, tl.minimum(r2, last), rmeta_ptr, live2 & m[None, :], cof, OP, NR
+                )
+                v3 = _term(
+                    g_ptr, x_ptr, t_ptr, bg, bx, bt, tl.minimum(r3, last), rmeta_ptr, live3 & m[None, :], cof, OP, NR
+                )
                 acc, comp = _kahan_where(acc, comp, v0, live0)
                 acc, comp = _kahan_where(acc, comp, v1, live1)
                 acc, comp = _kahan_where(acc, comp, v2, live2)
@@ -354,15 +369,15 @@ def _loss_bwd_reduce_kernel(
 # The most lanes a sum is split over (it divides every space's SUB: 8 at least), and the fewest
 # terms a lane sums where the sum is split. On the H200, KL's sums of 64 terms over 4 lanes took
 # 0.25-0.71x the time of the walk before the split; 2 lanes and 8 took 1.3-1.6x 4 lanes' time, 16
-# lanes 2.6-3.5x (the lanes' sums are picked out and added one row at a time: RB^2 operations an
-# output). Other lengths were not timed (results/performance.md, section 67).
+# lanes 2.6-3.5x (a guess, not measured: the lanes' sums are picked out one row at a time, RB^2
+# operations an output). Other lengths were not timed (results/performance.md, section 67).
 REDUCE_LANES = 4
 REDUCE_LANE_TERMS = 16
 
 
 def reduce_lanes(n_red: int) -> int:
     """Lanes each output's sum of ``n_red`` terms is split over in the reduce walk: the largest power
-    of two up to REDUCE_LANES leaving each lane REDUCE_LANE_TERMS terms or more (1 below 16 terms).
+    of two up to REDUCE_LANES leaving each lane REDUCE_LANE_TERMS terms or more (1 below 32 terms).
     From the geometry alone, never the config: the split decides the order of the additions."""
     lanes = 1
     while lanes * 2 <= REDUCE_LANES and lanes * 2 * REDUCE_LANE_TERMS <= n_red:
@@ -386,7 +401,13 @@ def _meta(rows: tuple[tuple[int, ...], ...], device: torch.device) -> torch.Tens
 
 
 def launch(
-    ex: Executor, *, extra: dict[str, object], tiles_2d: bool = True, approx_exp2: bool = False, rne_cast: bool = False
+    ex: Executor,
+    *,
+    extra: dict[str, object],
+    tiles_2d: bool = True,
+    approx_exp2: bool = False,
+    rne_cast: bool = False,
+    split_sums: bool = True,
 ) -> None:
     """Launch the executor's variant. ``extra`` carries backend launch options (num_warps, multibuffer).
 
@@ -396,7 +417,10 @@ def launch(
     interpreter's numpy is exact), so KL log_target's elementwise walks into a 16-bit out take
     _kl_log_narrow. Sums keep _kl_log: a term of one is held to 1e-6, not to 16 bits.
     ``rne_cast``: the device's float32 -> bfloat16 cast rounds to nearest even (CUDA's does; the
-    interpreter's truncates), so bfloat16 outs are stored through it."""
+    interpreter's truncates), so bfloat16 outs are stored through it.
+    ``split_sums``: the reduce walk splits each sum over reduce_lanes(n) lanes; False keeps one
+    lane, the ascending order (the NPU's: the split's [RB, SUB / RB] tiles and their combine have
+    not run on triton-ascend, nor been fitted to its Unified Buffer)."""
     cfg, geo = ex.config, ex.geometry
     sub = cfg.sub_tile or cfg.tile
     x = ex.inp if ex.formula.reads_input else ex.target  # KL never reads input's values
@@ -485,7 +509,7 @@ def launch(
         RNE=rne,
         NK=len(geo.shape),
         NR=len(geo.rshape),
-        RB=reduce_lanes(n_red),
+        RB=reduce_lanes(n_red) if split_sums else 1,
         BLOCK=cfg.tile,
         SUB=sub,
         **extra,

@@ -64,7 +64,7 @@ class NpuBackend:
     def launch(self, ex: Executor) -> None:
         # The N-d walk's SUB pieces are sized to the Unified Buffer; the 2-d tile kernel is CUDA's
         # (not written for triton-ascend's UB budget, and never run on an NPU).
-        triton_loops.launch(ex, extra={"multibuffer": ex.config.multibuffer}, tiles_2d=False)
+        triton_loops.launch(ex, extra={"multibuffer": ex.config.multibuffer}, tiles_2d=False, split_sums=False)
 
     def synchronize(self) -> None:
         torch.npu.synchronize()

@@ -100,6 +100,37 @@ def test_kl_div_sums_back_over_leading_and_inner_dims(backend: str, device: str)
     _check_kl(out, g, x, t, "mean", False)
 
 
+# input, target shapes: 70 rows summed across outputs (the CPU's reduce walk, four lanes on Triton);
+# 2100 terms along a unit-stride run (the CPU's reduce_along walk, REDUCE_ALONG_SUM and up).
+INF_SUMS = {"across": ((1, 4), (70, 4)), "along": ((4, 1), (4, 2100))}
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["plain", "log"])
+@pytest.mark.parametrize("sums", INF_SUMS)
+def test_kl_div_sums_keep_infinite_terms_infinite(backend: str, device: str, sums: str, log: bool) -> None:
+    """A sum holding one infinite term is that infinity, wherever the term falls; +inf and -inf
+    together are NaN (a Kahan step once made every later step NaN: inf - inf in the compensation)."""
+    x_shape, t_shape = INF_SUMS[sums]
+    gen = torch.Generator().manual_seed(6)
+    t = torch.rand(t_shape, generator=gen) - 0.5
+    g = torch.randn(t_shape, generator=gen)
+    inf = math.inf
+    run = 0 if sums == "across" else 1  # the summed dim
+    for k, (where, value) in enumerate(((0, inf), (33, -inf), (2, inf), (t_shape[run] - 1, -inf))):
+        at = (where, k) if run == 0 else (k, where)
+        t[at] = value
+        g[at] = 1.0
+    t[(50, 2) if run == 0 else (2, 50)] = -inf  # with column 2's +inf: NaN
+    g[(50, 2) if run == 0 else (2, 50)] = 1.0
+    if log:  # exp(+inf) = inf; exp(-inf) = 0 is finite: make those terms +inf too
+        t = torch.where(t == -inf, inf, t)
+    x = torch.zeros(x_shape)
+    out = kernels.kl_div_backward(g.to(device), x.to(device), t.to(device), "sum", log, backend=backend)
+    ref = kl_div.reference(g, x, t, "sum", log)
+    assert torch.isinf(ref).sum() >= 3 and torch.isnan(ref).sum() == (0 if log else 1)
+    _check_kl(out.cpu(), g, x, t, "sum", log)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_non_contiguous_inputs_and_out(backend: str, device: str, dtype: torch.dtype) -> None:
     """Transposes, stepped slices and expanded stride-0 views give the values of contiguous copies."""

@@ -74,7 +74,8 @@ def test_device_math_flags_follow_the_backend_op_and_out_dtype_mock_launch_plumb
 ) -> None:
     """Plumbing, with the kernels replaced by recorders (nothing launches): NARROW only for KL
     log_target's elementwise walks into a 16-bit out where the backend says its exp2 is the
-    approximation, RNE only for bfloat16 outs where it says its cast rounds to nearest."""
+    approximation, RNE only for bfloat16 outs where it says its cast rounds to nearest; a sum's
+    lanes (RB) reduce_lanes' where sums are split, one where they are not (the NPU's launch)."""
     from kernels.backends import triton_loops
 
     seen: list[dict[str, object]] = []
@@ -105,6 +106,19 @@ def test_device_math_flags_follow_the_backend_op_and_out_dtype_mock_launch_plumb
     assert flags(False, torch.float16, approx=True, rne=True) == (False, False)  # KL's plain formula has no exp
     assert flags(True, torch.bfloat16, approx=False, rne=False) == (False, False)  # the NPU's launch
     assert flags(True, torch.bfloat16, approx=True, rne=True, reduce=True) == (None, True)  # sums keep _kl_log
+
+    def lanes(split: bool) -> object:  # a sum of 64 terms: 4 lanes where sums are split, 1 on the NPU
+        x = torch.randn(1, 6)
+        _, ex = kernels.aclnn.kl_div_backward_get_workspace_size(
+            torch.ones(64, 6), x, torch.randn(64, 6), 1, False, torch.empty(1, 6), backend="cpu"
+        )
+        assert isinstance(ex, Executor)
+        seen.clear()
+        triton_loops.launch(ex, extra={}, split_sums=split)
+        (kwargs,) = seen
+        return kwargs["RB"]
+
+    assert lanes(True) == 4 and lanes(False) == 1
 
     passed: dict[str, object] = {}
     monkeypatch.setattr(triton_loops, "launch", lambda ex, **kwargs: passed.update(kwargs))

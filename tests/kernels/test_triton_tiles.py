@@ -65,6 +65,7 @@ def test_two_dim_walk_matches_reference_on_ragged_tiles(
 
 
 def _kahan(acc: np.ndarray, comp: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's Kahan step for finite sums (its zeroed compensation past inf is not modelled)."""
     y = v - comp
     tot = acc + y
     return tot, (tot - acc) - y
@@ -93,14 +94,16 @@ def test_reduce_lanes_come_from_the_sum_length_alone(triton_backend: str) -> Non
     assert got == {1: 1, 7: 1, 15: 1, 16: 1, 31: 1, 32: 2, 37: 2, 63: 2, 64: 4, 403: 4, 1 << 20: 4}
 
 
-# input, target (= grad) shapes: 7 terms (a group of four, then three alone); 3 x 4 over two summed
-# dims; 64 terms over 4 lanes (four groups of four each, as the benchmark's summed case); 37 over 2
-# lanes (lane 0 sums 19 terms, lane 1 18: the fifth group runs past the sum's end in both)
+# input, target (= grad) shapes: 7 terms (two groups of four, the last with one dead slot); 3 x 4
+# over two summed dims; 64 terms over 4 lanes (four groups of four each, as the benchmark's summed
+# case); 37 over 2 lanes (lane 0 sums 19 terms, lane 1 18: the fifth group runs past the sum's end
+# in both); 5 x 13 over two summed dims and 4 lanes (lane 0 sums 17 terms, the others 16)
 SUMS = {
     "seven": ((1, 64), (7, 64)),
     "two-dims": ((64, 1), (3, 64, 4)),
     "four-lanes": ((1, 40), (64, 40)),
     "two-lanes": ((1, 64), (37, 64)),
+    "two-dims-four-lanes": ((8, 1), (5, 8, 13)),
 }
 
 
@@ -127,12 +130,12 @@ def test_reduce_walk_sums_each_output_over_its_lanes_in_kahan_order_to_the_bit(
     kernels.kl_div_backward(*args, "sum", log_target=False, out=out, backend=triton_backend, config=config)
     # KL's term in float32 as the kernel has it, (-t * g) * 1, laid out (terms in B's row-major order, outputs)
     terms = (-t.numpy() * g.numpy()).astype(np.float32)
-    if sums == "two-dims":
-        terms = terms.transpose(0, 2, 1).reshape(12, 64)  # (i, k) in ascending order for each output j
+    if len(t_shape) == 3:  # (i, k) in ascending order for each output j
+        terms = terms.transpose(0, 2, 1).reshape(-1, t_shape[1])
     else:
         terms = terms.reshape(t_shape[0], -1)
     lanes = triton_loops.reduce_lanes(terms.shape[0])
-    assert lanes == {"four-lanes": 4, "two-lanes": 2}.get(sums, 1)
+    assert lanes == {"four-lanes": 4, "two-lanes": 2, "two-dims-four-lanes": 4}.get(sums, 1)
     expected = _kahan_lanes(terms, lanes)
     if lanes > 1:  # the split shows in the bits: one lane's ascending sum would differ
         assert (expected != _kahan_lanes(terms, 1)).sum() > 3

@@ -1,8 +1,9 @@
 """The H200 folder's report.json / report.txt (the latest, which the dashboard reads) from runs 8
 and 9: run 8's full report (tree b7642ad, one op at a time) with KL's summed rows replaced by run
-9's (tree 869d888, the 2^22 KL rows). The two trees differ in the reduce walk alone (REDUCE_LANES 8
--> 4), which only the summed rows launch: every other kernel compiles to the same TTIR in both
-(`losstune restamp`, 47 of the table's entries same). Usage: python merge_run8_9.py (repo root)."""
+9's (tree 869d888, the 2^22 KL rows). The two trees differ in the reduce walk alone (reduce_lanes'
+two constants: at most 8 lanes of 8 terms -> 4 of 16), which only the summed rows launch: every
+other kernel compiles to the same TTIR in both (`losstune restamp`, 47 of the table's entries
+same). Usage: python merge_run8_9.py (repo root)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ def main() -> None:
     assert sum(r["case"] == "summed" for r in rows) == len([k for k in summed if k[-1] == "summed"]) == 12
     header = (
         "losstune bench --report on x86_64-avx512-16t-emeraldrapids-nvidia-h200 (Intel(R) Xeon(R) Processor),"
-        " backend cuda, 2026-11-27: run 8 (tree b7642ad; mse 57 s, l1 61 s, kl_div 66 s, kl_div-log 68 s)"
-        " with KL's 12 summed rows from run 9 (tree 869d888, the shipped reduce walk)\n"
+        " backend cuda, 2026-11-27: run 8 (tree b7642ad; mse 57 s, l1 61 s, kl_div 61 s, kl_div-log 68 s,"
+        " as each report timed itself)"
+        " with KL's 12 summed rows from run 9 (tree 869d888)\n"
         + parts[0]["header"].split("\n", 1)[1]
     )
     table = format_report([BenchRow(**{k: tuple(v) if isinstance(v, list) else v for k, v in r.items()}) for r in rows])

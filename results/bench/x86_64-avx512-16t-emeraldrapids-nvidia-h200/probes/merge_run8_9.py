@@ -33,8 +33,7 @@ def main() -> None:
         "losstune bench --report on x86_64-avx512-16t-emeraldrapids-nvidia-h200 (Intel(R) Xeon(R) Processor),"
         " backend cuda, 2026-11-27: run 8 (tree b7642ad; mse 57 s, l1 61 s, kl_div 61 s, kl_div-log 68 s,"
         " as each report timed itself)"
-        " with KL's 12 summed rows from run 9 (tree 869d888)\n"
-        + parts[0]["header"].split("\n", 1)[1]
+        " with KL's 12 summed rows from run 9 (tree 869d888)\n" + parts[0]["header"].split("\n", 1)[1]
     )
     table = format_report([BenchRow(**{k: tuple(v) if isinstance(v, list) else v for k, v in r.items()}) for r in rows])
     payload = {"header": header, "host": parts[0]["host"], "commit": "869d888", "rows": rows}

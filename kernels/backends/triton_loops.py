@@ -267,6 +267,16 @@ def _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r, rmeta_ptr, m, cof, OP: tl.constexp
 
 
 @triton.jit
+def _live_term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r, n_red, rmeta_ptr, m, cof, OP: tl.constexpr, NR: tl.constexpr):
+    """_term for lanes' indices r, and which lanes are live (r < n_red, as [RB, 1]). Dead lanes'
+    terms are masked and their indices clamped to the last term: no address past the operands'
+    ends is formed, whatever a backend does with masked lanes."""
+    live = (r < n_red)[:, None]
+    v = _term(g_ptr, x_ptr, t_ptr, bg, bx, bt, tl.minimum(r, n_red - 1), rmeta_ptr, live & m[None, :], cof, OP, NR)
+    return v, live
+
+
+@triton.jit
 def _kahan(acc, comp, v):
     # Once the sum is infinite (or NaN) its compensation is 0, not inf - inf = NaN: an infinite
     # term followed by finite ones stays infinite, as the formula's sum is (the NaN turned it NaN).
@@ -319,7 +329,6 @@ def _loss_bwd_reduce_kernel(
     end = tl.minimum(start + chunk, n_out)
     lanes = tl.arange(0, RB)
     per_lane = (n_red - 1) // RB + 1  # tl.cdiv's n_red + RB - 1 would wrap an int32 n_red near 2^31
-    last = n_red - 1
     for s in range(start, end, BLOCK // RB):
         for j in range(0, BLOCK // RB, BO):
             offs = s + j + tl.arange(0, BO)
@@ -329,27 +338,10 @@ def _loss_bwd_reduce_kernel(
             comp = tl.zeros([RB, BO], dtype=tl.float32)
             for i in range(0, per_lane, 4):
                 r0 = i * RB + lanes
-                r1 = r0 + RB
-                r2 = r1 + RB
-                r3 = r2 + RB
-                live0 = (r0 < n_red)[:, None]
-                live1 = (r1 < n_red)[:, None]
-                live2 = (r2 < n_red)[:, None]
-                live3 = (r3 < n_red)[:, None]
-                # Dead lanes' terms are masked and clamped to the last one: no address past the
-                # operands' ends is formed, whatever a backend does with masked lanes.
-                v0 = _term(
-                    g_ptr, x_ptr, t_ptr, bg, bx, bt, tl.minimum(r0, last), rmeta_ptr, live0 & m[None, :], cof, OP, NR
-                )
-                v1 = _term(
-                    g_ptr, x_ptr, t_ptr, bg, bx, bt, tl.minimum(r1, last), rmeta_ptr, live1 & m[None, :], cof, OP, NR
-                )
-                v2 = _term(
-                    g_ptr, x_ptr, t_ptr, bg, bx, bt, tl.minimum(r2, last), rmeta_ptr, live2 & m[None, :], cof, OP, NR
-                )
-                v3 = _term(
-                    g_ptr, x_ptr, t_ptr, bg, bx, bt, tl.minimum(r3, last), rmeta_ptr, live3 & m[None, :], cof, OP, NR
-                )
+                v0, live0 = _live_term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r0, n_red, rmeta_ptr, m, cof, OP, NR)
+                v1, live1 = _live_term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r0 + RB, n_red, rmeta_ptr, m, cof, OP, NR)
+                v2, live2 = _live_term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r0 + 2 * RB, n_red, rmeta_ptr, m, cof, OP, NR)
+                v3, live3 = _live_term(g_ptr, x_ptr, t_ptr, bg, bx, bt, r0 + 3 * RB, n_red, rmeta_ptr, m, cof, OP, NR)
                 acc, comp = _kahan_where(acc, comp, v0, live0)
                 acc, comp = _kahan_where(acc, comp, v1, live1)
                 acc, comp = _kahan_where(acc, comp, v2, live2)

@@ -115,13 +115,12 @@ def test_kl_div_sums_keep_infinite_terms_infinite(backend: str, device: str, sum
     t = torch.rand(t_shape, generator=gen) - 0.5
     g = torch.randn(t_shape, generator=gen)
     inf = math.inf
-    run = 0 if sums == "across" else 1  # the summed dim
-    for k, (where, value) in enumerate(((0, inf), (33, -inf), (2, inf), (t_shape[run] - 1, -inf))):
-        at = (where, k) if run == 0 else (k, where)
+    end = t_shape[0 if sums == "across" else 1] - 1  # the summed dim's last index
+    # (output, term, value): the first term, a middle one, the last; output 2's +inf and -inf: NaN
+    for out_at, term, value in ((0, 0, inf), (1, 33, -inf), (2, 2, inf), (2, 50, -inf), (3, end, -inf)):
+        at = (term, out_at) if sums == "across" else (out_at, term)
         t[at] = value
         g[at] = 1.0
-    t[(50, 2) if run == 0 else (2, 50)] = -inf  # with column 2's +inf: NaN
-    g[(50, 2) if run == 0 else (2, 50)] = 1.0
     if log:  # exp(+inf) = inf; exp(-inf) = 0 is finite: make those terms +inf too
         t = torch.where(t == -inf, inf, t)
     x = torch.zeros(x_shape)

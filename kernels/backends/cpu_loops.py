@@ -355,9 +355,24 @@ _ldexp = _ldexp_scalef if HAS_SCALEF else _ldexp_powers
 # would be the narrow ones again, compiled twice.
 HALF_SCALE = not HAS_SCALEF
 _ldexp_half = _ldexp_scalef if HAS_SCALEF else _ldexp_one_power
-# Where vscalefps is one instruction a checked twin saves nothing: the backend builds the checked
-# contiguous loops (make_cpu_kernels' ``checked``) only where ldexp is three powers of two.
-CHECKED_SCALE = not HAS_SCALEF
+# CPUs with vscalefps where the checked twin's one power of two (a shift and a multiply, with its
+# flag's add, compare and mask OR) still beats the formula's clamps of t, its zeroing compare and
+# vcvtdq2ps + vscalefps: the Zen 5, whose float16 and bfloat16 exp loops took 0.89x and 0.88x the
+# time with the twin (a C transcription, in L1) and 0.86-0.91x at 2^22 through the library
+# (results/performance.md, section 68). Not measured on the Zen 4 or a Xeon: they keep vscalefps.
+_CHECKED_CPUS = ("znver5",)
+
+
+def _checked_scale() -> bool:
+    """Whether the backend builds the checked contiguous loops (make_cpu_kernels' ``checked``):
+    where ldexp is three powers of two (no AVX-512F), and on the CPUs of _CHECKED_CPUS. Elsewhere
+    vscalefps is one instruction and the twin saves nothing. ``LOSSTUNE_CPU_CHECKED`` 1 or 0 says
+    so on any host (the twin runs in the loops apart: see _tiles_apart)."""
+    forced = _forced("LOSSTUNE_CPU_CHECKED")
+    return (not HAS_SCALEF or target_cpu() in _CHECKED_CPUS) if forced is None else forced
+
+
+CHECKED_SCALE = _checked_scale()
 
 
 def _tiles_apart() -> bool:
@@ -367,10 +382,11 @@ def _tiles_apart() -> bool:
     in none of them: LLVM hoists them out of every loop, the tile loop's scalar remainder holds
     scalar copies of them beside the vector ones, and under numba's large code model each reload in
     the vector loop is a ``movabsq`` and a ``vbroadcastss``. On its own the loop holds them in
-    registers: 1.7x less time per element on the Zen 3 (results/performance.md, section 62).
+    registers: 1.7x less time per element on the Zen 3 (results/performance.md, section 62). Also
+    wherever the checked twin is built (CHECKED_SCALE), as it runs only in the loops apart.
     ``LOSSTUNE_CPU_APART`` 1 or 0 says so on any host (its tests build both)."""
     forced = _forced("LOSSTUNE_CPU_APART")
-    return not HAS_SCALEF if forced is None else forced
+    return (not HAS_SCALEF or CHECKED_SCALE) if forced is None else forced
 
 
 TILES_APART = _tiles_apart()

@@ -240,11 +240,14 @@ def test_a_transposed_tile_of_one_strided_row_stays_inline(builds, monkeypatch: 
         assert torch.equal(as_bits(got), as_bits(want))
 
 
-def test_the_backend_takes_the_twins_only_where_ldexp_is_three_powers_plumbing() -> None:
+def test_the_backend_takes_the_twins_where_ldexp_is_three_powers_or_the_cpu_is_listed_plumbing() -> None:
     """Which loops the backend builds (plumbing; the tests above check the values): the twins'
-    contiguous loops where cpu_loops.CHECKED_SCALE, the formula's own elsewhere, and never for the
-    walks that have no twin (the sums, the float16-gradient half formula)."""
-    assert cpu_loops.CHECKED_SCALE is not cpu_loops.HAS_SCALEF
+    contiguous loops where cpu_loops.CHECKED_SCALE (no vscalefps, or a CPU of _CHECKED_CPUS), the
+    formula's own elsewhere, and never for the walks that have no twin (the sums, the
+    float16-gradient half formula)."""
+    if os.environ.get("LOSSTUNE_CPU_CHECKED") is None:
+        listed = cpu_loops.target_cpu() in cpu_loops._CHECKED_CPUS
+        assert cpu_loops.CHECKED_SCALE is (not cpu_loops.HAS_SCALEF or listed)
     assert kl_div.FORMULA.checked_value is None and kl_div.FORMULA.narrow_checked_value is None
     given: list[tuple[Callable[..., float], object]] = []
 
@@ -277,6 +280,21 @@ def test_tiles_apart_only_for_compute_bound_formulas_plumbing() -> None:
         for fn in (loops.flat[0], loops.scalar_grad[1]):
             apart = "apart_contiguous" in fn.py_func.__qualname__
             assert apart is (formula.compute_bound and cpu_loops.TILES_APART), (formula.name, narrow)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("0", "False False"), ("1", "True True"), ("no", "LOSSTUNE_CPU_CHECKED: expected 0 or 1, got 'no'")],
+)
+def test_the_checked_switch_and_the_loops_apart_that_follow_it(value: str, expected: str) -> None:
+    """LOSSTUNE_CPU_CHECKED says yes or no on any host (read at import, so in a fresh interpreter),
+    and the loops apart follow it unless LOSSTUNE_CPU_APART says otherwise: the twin runs only in
+    them. Anything else is refused by name."""
+    code = "from kernels.backends import cpu_loops as L; print(L.CHECKED_SCALE, L.TILES_APART)"
+    env = {k: v for k, v in os.environ.items() if k != "LOSSTUNE_CPU_APART"} | {"LOSSTUNE_CPU_CHECKED": value}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert expected in (run.stdout if run.returncode == 0 else run.stderr)
+    assert (run.returncode == 0) is (value in ("0", "1"))
 
 
 @pytest.mark.parametrize(

@@ -264,9 +264,13 @@ def test_the_loops_gates_and_the_device_name_follow_numbas_cross_compile_switche
     gates and the device name must follow them (tuner.restamp --target relies on it), not the host."""
     code = (
         "from kernels.backends import cpu, cpu_loops as L\n"
-        "print(L.target_cpu(), cpu.host_isa(), L.HAS_BF16, L.HAS_SCALEF, L.HAS_F16C, L.TRANSPOSE_BYTES)\n"
+        "print(L.target_cpu(), cpu.host_isa(), L.HAS_BF16, L.HAS_SCALEF, L.HAS_F16C, L.TRANSPOSE_BYTES,"
+        " L.CHECKED_SCALE, L.TILES_APART)\n"
     )
     env = {"NUMBA_CPU_NAME": "znver3", "NUMBA_CPU_FEATURES": "+avx2,+fma,+f16c,-avx512f,-avx512bf16"}
-    assert run_fresh(code, env) == "znver3 avx2 False False True 32"
+    assert run_fresh(code, env) == "znver3 avx2 False False True 32 True True"
     env = {"NUMBA_CPU_NAME": "znver4", "NUMBA_CPU_FEATURES": "+avx2,+fma,+avx512f,+avx512bf16,-f16c"}
-    assert run_fresh(code, env) == "znver4 avx512 True True False 64"
+    assert run_fresh(code, env) == "znver4 avx512 True True False 64 False False"
+    # The Zen 5 has vscalefps and still takes the checked twin (cpu_loops._CHECKED_CPUS), apart.
+    env = {"NUMBA_CPU_NAME": "znver5", "NUMBA_CPU_FEATURES": "+avx2,+fma,+f16c,+avx512f,+avx512bf16"}
+    assert run_fresh(code, env) == "znver5 avx512 True True True 64 True True"

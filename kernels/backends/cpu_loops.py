@@ -202,6 +202,35 @@ def _f32_to_bf16_hw(typingctx, f):
 _bf16_narrow = _f32_to_bf16_hw if HAS_BF16 else _f32_to_bf16
 
 
+@intrinsic
+def _f32_to_bf16_unfixed(typingctx, f):
+    """LLVM's float -> bfloat alone: _f32_to_bf16_hw without its subnormal fix-up, so a nonzero
+    subnormal float32 (which vcvtneps2bf16 flushes) comes out as a zero of its sign. Only for a
+    store whose tile is redone where _f32_subnormal says so (_store_or_flag)."""
+    if f != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(builder.fptrunc(args[0], _BFloat()), ir.IntType(16))
+
+    return types.uint16(types.float32), codegen
+
+
+@intrinsic
+def _f32_subnormal(typingctx, f):
+    """f is a nonzero subnormal float32, as a bool: doubled bits (the sign shifted out) minus one,
+    below 2^24 - 1 unsigned, which zeros (0 - 1 wraps) and normal numbers are not."""
+    if f != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        doubled = builder.shl(builder.bitcast(args[0], _I32), ir.Constant(_I32, 1))
+        below = builder.sub(doubled, ir.Constant(_I32, 1))
+        return builder.icmp_unsigned("<", below, ir.Constant(_I32, 0x00FFFFFF))
+
+    return types.boolean(types.float32), codegen
+
+
 _TO_INF = np.float32(2.0**112)
 _TO_ZERO = np.float32(2.0**-110)
 
@@ -1047,6 +1076,32 @@ def _store_impl(a, i, v):
     raise TypeError(f"unsupported element type {a.dtype}")
 
 
+def _store_or_flag(a, i, v):  # pragma: no cover - replaced by the overload below inside numba
+    raise NotImplementedError
+
+
+# The checked twins' store (make_cpu_kernels' twin passes, whose flagged tiles and runs are redone
+# by the formula's): where the host has AVX512-BF16, a bfloat16 store without _f32_to_bf16_hw's
+# subnormal fix-up (three vector operations, two under masks), flagged where the value is a nonzero
+# subnormal; every other store is _store's, never flagged. On the Zen 5 the fix-up was a quarter
+# of the bfloat16 exp loop (results/performance.md, sections 64 and 68).
+@overload(_store_or_flag)
+def _store_or_flag_impl(a, i, v):
+    if a.dtype == types.uint16 and HAS_BF16:
+
+        def store_bf16_or_flag(a, i, v):
+            a[i] = _f32_to_bf16_unfixed(v)
+            return _f32_subnormal(v)
+
+        return store_bf16_or_flag
+
+    def store_never_flag(a, i, v):
+        _store(a, i, v)
+        return False
+
+    return store_never_flag
+
+
 class StridedRun(StrEnum):
     """The kind of the strided walk's runs along the innermost dim; each has a build of its own."""
 
@@ -1305,8 +1360,8 @@ def make_cpu_kernels(
             for i in range(m):
                 gi = g0 if scalar_g else _load(g, us + i)
                 v, bad = twin_value(gi, _load(x, us + i), _load(t, us + i), cof)
-                _store(dst, base + i, v)
-                miss |= bad
+                tiny = _store_or_flag(dst, base + i, v)
+                miss |= bad | tiny
             return miss
 
         def loop(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks, stream):
@@ -1349,10 +1404,11 @@ def make_cpu_kernels(
     # vector in the float16 loop), and the float16 walks lost. One run apart: a broadcast row of KL
     # log_target took 0.45-0.50x the time (float32), 0.58-0.62x (bfloat16), 0.78-0.80x (float16)
     # from 512 elements up (results/performance.md, section 63).
-    def run_apart(scalar_g: bool, pick: Callable[..., tuple[float, bool]]) -> Callable[..., bool]:
+    def run_apart(scalar_g: bool, pick: Callable[..., tuple[float, bool]], redone: bool) -> Callable[..., bool]:
         """``m`` elements of a unit-stride run from the operands' offsets into dst from ud on, each
         by ``pick`` (the twin or the flagless formula); the gradient read once at ug where
-        ``scalar_g``. True where any flag was set."""
+        ``scalar_g``. True where any flag was set. ``redone``: a flagged run is redone (the twin's
+        pass), so its stores may flag too (_store_or_flag); the redo's own are _store's."""
 
         @njit(nogil=True)
         def run(g, x, t, dst, ug, ux, ut, ud, m, cof):
@@ -1362,14 +1418,18 @@ def make_cpu_kernels(
             for i in range(m):
                 gi = g0 if scalar_g else _load(g, ug + i)
                 v, bad = pick(gi, _load(x, ux + i), _load(t, ut + i), cof)
-                _store(dst, ud + i, v)
-                miss |= bad
+                if redone:
+                    tiny = _store_or_flag(dst, ud + i, v)
+                    miss |= bad | tiny
+                else:
+                    _store(dst, ud + i, v)
+                    miss |= bad
             return miss
 
         return run
 
-    scalar_runs = (run_apart(True, twin_value), run_apart(True, flagless))
-    unit_runs = (run_apart(False, twin_value), run_apart(False, flagless))
+    scalar_runs = (run_apart(True, twin_value, True), run_apart(True, flagless, False))
+    unit_runs = (run_apart(False, twin_value, True), run_apart(False, flagless, False))
 
     @njit(inline="always")
     def apart_rows(twin_fn, formula_fn, skip, args):

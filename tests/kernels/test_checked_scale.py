@@ -144,6 +144,52 @@ def test_every_sixteen_bit_target_through_the_checked_and_apart_loops(builds, lo
             assert _same_bits(got, want), dtype
 
 
+def _bf16_subnormal(v: torch.Tensor) -> torch.Tensor:
+    bits = v.view(torch.int16).int() & 0x7FFF
+    return (bits > 0) & (bits < 0x0080)
+
+
+@pytest.mark.parametrize("loops", BUILDS)
+def test_subnormal_bfloat16_outs_through_the_twins_unfixed_store(
+    builds, monkeypatch: pytest.MonkeyPatch, loops: str
+) -> None:
+    """Where the host has AVX512-BF16 the twins store bfloat16 without the subnormal fix-up and flag
+    the nonzero subnormals (cpu_loops._store_or_flag), so their tile or run is redone by the formula.
+    Targets whose outputs cross 2^-126 while k stays in [-126, 127] (g * cof = 2^-40, t in [-64, -55]):
+    some tiles and runs hold subnormal outputs, some do not; every bit the formula's, contiguous
+    (0-d and full gradients, 1 and 2 cores) and through the transposed and broadcast walks."""
+    plain, other = builds["narrow"]["plain"], builds["narrow"][loops]
+    t = torch.linspace(-64.0, -55.0, N, dtype=torch.float64)
+    t[: 8 * TILE] = -30.0  # tiles with no subnormal output (the twin's alone)
+    t = t.to(torch.bfloat16)
+    for g in (torch.tensor(1.0, dtype=torch.bfloat16), torch.full((N,), -1.0, dtype=torch.bfloat16)):
+        for cores in (1, 2):
+            want, got = torch.empty_like(t), torch.empty_like(t)
+            _launch(plain, g, t, want, 2.0**-40, cores=cores, stream=cores > 1, ahead=0)
+            _launch(other, g, t, got, 2.0**-40, cores=cores, stream=cores > 1, ahead=0)
+            assert _bf16_subnormal(want).sum() > 100 and (want != 0).all()
+            assert _same_bits(got, want), f"{(got.view(torch.int16) != want.view(torch.int16)).sum()} differ"
+    summed = cpu.BACKEND.kernels(LOG, summed=True)
+    config = Tiling(tile=4096, cores=min(2, cpu_loops.max_threads()), variant=Variant.STRIDED)
+    rows, cols = 64, 5000
+    tw = torch.linspace(-64.0, -55.0, rows * cols, dtype=torch.float64).reshape(cols, rows).to(torch.bfloat16)
+    g = torch.full((rows, cols), 2.0**-40, dtype=torch.bfloat16)
+    x = torch.zeros((rows, cols), dtype=torch.bfloat16)
+    outs = []
+    for build in ("plain", loops):
+        narrow = builds["narrow"][build]
+        monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (narrow, narrow, summed, narrow))
+        outs.append(
+            [
+                kernels.kl_div_backward(g, x, tw.t(), "none", True, config=config),
+                kernels.kl_div_backward(g, x, tw.t()[:1].contiguous().expand(rows, cols), "none", True, config=config),
+            ]
+        )
+    for want, got in zip(*outs, strict=True):
+        assert _bf16_subnormal(want).sum() > 100
+        assert torch.equal(as_bits(got), as_bits(want))
+
+
 def _log_targets(shape: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
     """Log-targets of ``shape``, mostly ordinary, with flagged elements (past the twin's range,
     infinite, NaN, a sweep over the exp's range) in a few places, so some runs and tiles take the

@@ -1342,6 +1342,10 @@ def make_cpu_kernels(
     # New code beside contiguous rather than a change of it, so that no other build's IR changes.
     flagless = njit(inline="always")(lambda g, x, t, cof: (value(g, x, t, cof), False))
     twin_value = checked or flagless
+    # The twin passes' stores through _store_or_flag only where it has a cheaper store to offer
+    # (AVX512-BF16's): a closure constant, so elsewhere numba prunes the branch and the loops'
+    # IR is what it was before _store_or_flag (tuner.restamp keeps those hosts' entries).
+    unfixed = HAS_BF16
 
     def apart_contiguous(scalar_g: bool) -> Callable[..., None]:
         @njit(nogil=True)
@@ -1360,8 +1364,12 @@ def make_cpu_kernels(
             for i in range(m):
                 gi = g0 if scalar_g else _load(g, us + i)
                 v, bad = twin_value(gi, _load(x, us + i), _load(t, us + i), cof)
-                tiny = _store_or_flag(dst, base + i, v)
-                miss |= bad | tiny
+                if unfixed:
+                    tiny = _store_or_flag(dst, base + i, v)
+                    miss |= bad | tiny
+                else:
+                    _store(dst, base + i, v)
+                    miss |= bad
             return miss
 
         def loop(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks, stream):
@@ -1408,7 +1416,9 @@ def make_cpu_kernels(
         """``m`` elements of a unit-stride run from the operands' offsets into dst from ud on, each
         by ``pick`` (the twin or the flagless formula); the gradient read once at ug where
         ``scalar_g``. True where any flag was set. ``redone``: a flagged run is redone (the twin's
-        pass), so its stores may flag too (_store_or_flag); the redo's own are _store's."""
+        pass), so its stores may flag too (_store_or_flag, where ``unfixed``); the redo's own are
+        _store's."""
+        unfixed_run = redone and unfixed  # a closure constant: numba prunes the other branch
 
         @njit(nogil=True)
         def run(g, x, t, dst, ug, ux, ut, ud, m, cof):
@@ -1418,7 +1428,7 @@ def make_cpu_kernels(
             for i in range(m):
                 gi = g0 if scalar_g else _load(g, ug + i)
                 v, bad = pick(gi, _load(x, ux + i), _load(t, ut + i), cof)
-                if redone:
+                if unfixed_run:
                     tiny = _store_or_flag(dst, ud + i, v)
                     miss |= bad | tiny
                 else:

@@ -230,9 +230,14 @@ class CpuBackend:
         sets = self._kernels.get(formula.name)
         if sets is None:
             loops = self._loops
-            # Checked twins only where ldexp is three powers of two; an older revision of the loops
-            # (tuner.restamp) has none and takes no third argument.
+            # Checked twins only where the loops say (cpu_loops.CHECKED_SCALE); an older revision of
+            # the loops (tuner.restamp) has none and takes no third argument.
             checked = getattr(loops, "CHECKED_SCALE", False)
+            # Where vscalefps is one instruction and the twin is taken anyway (cpu_loops._CHECKED_CPUS:
+            # the Zen 5), the float32 outputs' loops stay the formula's own, inline: the tier table
+            # the host also reads holds float32 configs tuned on those loops (tile 256, streamed),
+            # which took 2.5-3.5x the time through the twin's loops apart (section 68).
+            wide_inline = checked and getattr(loops, "HAS_SCALEF", False)
 
             def make(
                 value: Callable[..., float], twin: Callable[..., tuple[float, bool]] | None = None
@@ -241,7 +246,10 @@ class CpuBackend:
                     return loops.make_cpu_kernels(value, formula.compute_bound, twin)
                 return loops.make_cpu_kernels(value, formula.compute_bound)
 
-            wide = make(formula.value, formula.checked_value)
+            if wide_inline:
+                wide = loops.make_cpu_kernels(formula.value, formula.compute_bound, apart=False)
+            else:
+                wide = make(formula.value, formula.checked_value)
             narrow_set = (
                 wide if formula.narrow_value is None else make(formula.narrow_value, formula.narrow_checked_value)
             )

@@ -288,9 +288,9 @@ def test_a_transposed_tile_of_one_strided_row_stays_inline(builds, monkeypatch: 
 
 def test_the_backend_takes_the_twins_where_ldexp_is_three_powers_or_the_cpu_is_listed_plumbing() -> None:
     """Which loops the backend builds (plumbing; the tests above check the values): the twins'
-    contiguous loops where cpu_loops.CHECKED_SCALE (no vscalefps, or a CPU of _CHECKED_CPUS), the
-    formula's own elsewhere, and never for the walks that have no twin (the sums, the
-    float16-gradient half formula)."""
+    contiguous loops where cpu_loops.CHECKED_SCALE (no vscalefps, or a CPU of _CHECKED_CPUS; with
+    vscalefps only the 16-bit outputs' loops), the formula's own elsewhere, and never for the walks
+    that have no twin (the sums, the float16-gradient half formula)."""
     if os.environ.get("LOSSTUNE_CPU_CHECKED") is None:
         listed = cpu_loops.target_cpu() in cpu_loops._CHECKED_CPUS
         assert cpu_loops.CHECKED_SCALE is (not cpu_loops.HAS_SCALEF or listed)
@@ -302,7 +302,7 @@ def test_the_backend_takes_the_twins_where_ldexp_is_three_powers_or_the_cpu_is_l
             return getattr(cpu_loops, name)
 
         @staticmethod
-        def make_cpu_kernels(value, compute_bound, checked_py=None):
+        def make_cpu_kernels(value, compute_bound, checked_py=None, apart=None):
             given.append((value, checked_py))
             return "loops of " + value.__name__
 
@@ -312,7 +312,8 @@ def test_the_backend_takes_the_twins_where_ldexp_is_three_powers_or_the_cpu_is_l
     backend.kernels(LOG, summed=True)
     twins = dict(given)
     on = cpu_loops.CHECKED_SCALE
-    assert twins[LOG.value] is (LOG.checked_value if on else None)
+    wide_inline = on and cpu_loops.HAS_SCALEF  # the Zen 5: float32 outs keep the formula's own loops
+    assert twins[LOG.value] is (LOG.checked_value if on and not wide_inline else None)
     assert twins[LOG.narrow_value] is (LOG.narrow_checked_value if on else None)
     assert twins.get(LOG.sum_value) is None and twins.get(LOG.half_value) is None
 
@@ -321,11 +322,13 @@ def test_tiles_apart_only_for_compute_bound_formulas_plumbing() -> None:
     """Which contiguous loops the backend builds apart (plumbing; the values are checked above):
     KL log_target's where cpu_loops.TILES_APART, the memory-bound formulas' never, so their
     loops' IR is what it was (tuner.restamp keeps their table entries)."""
+    wide_inline = cpu_loops.CHECKED_SCALE and cpu_loops.HAS_SCALEF  # the Zen 5's float32 outs
     for formula, narrow in ((LOG, False), (LOG, True), (mse.FORMULA, False), (kl_div.FORMULA, True)):
         loops = cpu.BACKEND.kernels(formula, narrow)
         for fn in (loops.flat[0], loops.scalar_grad[1]):
             apart = "apart_contiguous" in fn.py_func.__qualname__
-            assert apart is (formula.compute_bound and cpu_loops.TILES_APART), (formula.name, narrow)
+            expected = formula.compute_bound and cpu_loops.TILES_APART and (narrow or not wide_inline)
+            assert apart is expected, (formula.name, narrow)
 
 
 @pytest.mark.parametrize(

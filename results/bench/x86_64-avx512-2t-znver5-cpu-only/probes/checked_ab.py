@@ -24,9 +24,7 @@ def run(args: list[str], checked: bool | None) -> list[dict]:
     env.pop("LOSSTUNE_CPU_CHECKED", None)
     if checked is not None:
         env["LOSSTUNE_CPU_CHECKED"] = "1" if checked else "0"
-    done = subprocess.run(
-        ["losstune", "bench", *args, "--json"], env=env, capture_output=True, text=True, check=True
-    )
+    done = subprocess.run(["losstune", "bench", *args, "--json"], env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
 
 

@@ -236,7 +236,7 @@ class CpuBackend:
             # Where vscalefps is one instruction and the twin is taken anyway (cpu_loops._CHECKED_CPUS:
             # the Zen 5), the float32 outputs' loops stay the formula's own, inline: the tier table
             # the host also reads holds float32 configs tuned on those loops (tile 256, streamed),
-            # which took 2.5-3.5x the time through the twin's loops apart (section 68).
+            # which took 2.4-3.0x the time through the twin's loops apart at 2^24 (section 68).
             wide_inline = checked and getattr(loops, "HAS_SCALEF", False)
 
             def make(

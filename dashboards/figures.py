@@ -32,7 +32,7 @@ def _grid(n: int, cols: int = 3, w: float = 4.2, h: float = 3.0) -> tuple[Figure
 
 def _completed(trials: pd.DataFrame) -> pd.DataFrame:
     """Trials of each study's latest sweep that finished with a time (failed and still-enqueued
-    grid points have none; an earlier space's trials are history, loaders._current_space)."""
+    grid points have none; an earlier space's or kernel's trials are history, loaders._current_sweep)."""
     if trials.empty:
         return trials
     done = (trials["state"] == "COMPLETE") & trials["seconds"].notna()

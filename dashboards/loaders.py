@@ -131,21 +131,34 @@ def _absent(storage: str | None) -> bool:
     return bool(storage) and "://" not in str(storage) and not Path(str(storage)).exists()
 
 
-def _current_space(
-    trials: list[optuna.trial.FrozenTrial], space_hash: object
+def _current_sweep(
+    trials: list[optuna.trial.FrozenTrial], space_hash: object, final: object
 ) -> Callable[[optuna.trial.FrozenTrial], bool]:
-    """Whether a trial belongs to the study's latest sweep (tuner.study._of_space, read without
-    building the space): a study is named by its case, so a grown space resumes it, and the older
-    space's trials, measured sessions before, are history the figures leave out. A trial carries
-    its space's hash; one from before the tag belongs if it has the knobs the tagged ones have (a
-    study with no tagged trial is all of one sweep, as far as can be told)."""
+    """Whether a trial belongs to the study's latest sweep (tuner.study.Sweep, read without building
+    the space or hashing today's kernel): a study is named by its case, so a grown space or an edited
+    kernel resumes it, and the trials of the older space or loops, measured sessions before, are
+    history the figures leave out. A trial carries its space's hash; one from before the tag belongs
+    if it has the knobs the tagged ones have (a study with no tagged trial is all of one sweep, as far
+    as can be told). It carries its kernel's hash too: the sweep's kernels are those of the study's
+    decision (its hash and the ones restamp carried it across), or, before any decision, the latest
+    tagged trial's. A trial from before that tag counts, as the tuner counts it beside a decision it
+    can still use."""
     knobs = {frozenset(t.params) for t in trials if t.params and t.user_attrs.get("space_hash") == space_hash}
+    tagged = [t.user_attrs["kernel_hash"] for t in trials if t.user_attrs.get("kernel_hash")]
+    if isinstance(final, dict):
+        kernels = {final.get("kernel_hash"), *final.get("same_kernels", ())}
+    else:
+        kernels = set(tagged[-1:])
 
-    def current(t: optuna.trial.FrozenTrial) -> bool:
+    def of_space(t: optuna.trial.FrozenTrial) -> bool:
         tag = t.user_attrs.get("space_hash")
         if tag is not None or space_hash is None:
             return tag == space_hash
         return not knobs or frozenset(t.params) in knobs
+
+    def current(t: optuna.trial.FrozenTrial) -> bool:
+        tag = t.user_attrs.get("kernel_hash")
+        return of_space(t) and (tag is None or tag in kernels)
 
     return current
 
@@ -162,7 +175,7 @@ def load_tuning(storage: str | None = "results/tuning/journal.log") -> pd.DataFr
         study = optuna.load_study(study_name=summary.study_name, storage=store)
         attrs = {k: v for k, v in summary.user_attrs.items() if k != "final"}
         trials = study.get_trials(deepcopy=False)
-        current = _current_space(trials, attrs.get("space_hash"))
+        current = _current_sweep(trials, attrs.get("space_hash"), summary.user_attrs.get("final"))
         for t in trials:
             config = t.user_attrs.get("config") or {}
             timing = t.user_attrs.get("timing") or {}

@@ -63,7 +63,7 @@ from kernels.modes import Op, Reduction, Variant
 from kernels.tiling import Tiling
 from tuner.freeze import _best_common, git_commit, write_atomic
 from tuner.problems import Case, InputLayout
-from tuner.study import ROOT, open_storage
+from tuner.study import ROOT, open_storage, restamped_final
 
 if TYPE_CHECKING:
     from tuner.restamp_triton import TritonComparer
@@ -703,7 +703,8 @@ def _common_outcomes(entries: list[dict[str, object]], current: Sources) -> list
 
 def _update_studies(entries: Iterable[dict[str, object]], storage: str | None) -> None:
     """Each restamped entry's study, where its final decision is that entry's config and hash: the
-    hash is updated there too, so a later freeze writes it again."""
+    hash is updated there too, so a later freeze writes it again, and a resumed study still counts
+    the trials measured on the old one (tuner.study.Sweep)."""
     import optuna
 
     store = open_storage(storage)
@@ -721,7 +722,8 @@ def _update_studies(entries: Iterable[dict[str, object]], storage: str | None) -
             and final.get("kernel_hash") == note["from"]
             and final.get("config") == entry["config"]
         ):
-            study.set_user_attr("final", final | {"kernel_hash": entry["kernel_hash"], "restamped": note})
+            carried = restamped_final(final, str(entry["kernel_hash"]))  # its trials keep counting (Sweep)
+            study.set_user_attr("final", carried | {"restamped": note})
 
 
 # ---- moving a table from the legacy kernel hash to the canonical one --------------------------------

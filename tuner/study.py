@@ -156,12 +156,14 @@ def _measure(bench: _Bench, config: Tiling, opts: TuneOptions) -> tuple[timing.T
     return timing.measure(bench.runner(ex), bench.out.device, min_time_s=opts.min_time_s), ex
 
 
-def _objective(bench: _Bench, space: Space, opts: TuneOptions) -> Callable[[optuna.Trial], float]:
+def _objective(bench: _Bench, sweep: Sweep, opts: TuneOptions) -> Callable[[optuna.Trial], float]:
+    space = sweep.space
     choices = _choices(space)
 
     def objective(trial: optuna.Trial) -> float:
         trial.set_user_attr("worker", WORKER)
-        trial.set_user_attr("space_hash", space.hash)  # which sweep it belongs to (_of_space)
+        for k, v in sweep.tags().items():  # which sweep it belongs to (Sweep.holds)
+            trial.set_user_attr(k, v)
         params = {name: trial.suggest_categorical(name, values) for name, values in choices.items()}
         config = _config_from_params(space, params)
 
@@ -230,27 +232,76 @@ def _of_space(trial: optuna.trial.FrozenTrial, space: Space) -> bool:
     return set(params) == set(choices) and all(params[k] in choices[k] for k in choices)
 
 
+@dataclass(frozen=True)
+class Sweep:
+    """What a trial must have been measured under to count in a study's sweep: a point of ``space``,
+    run on a kernel that is today's (``kernel``, which new trials carry) or one ``restamp`` found to
+    compile as today's for the study's decision (``same``: restamp compiles the decided config only,
+    and the other points are taken on that evidence, as the frozen table takes the entry).
+
+    A study is named by its case, so a kernel edit resumes it too; the trials measured on the old
+    loops are history then, as an old space's are. (Counting them once made a resumed study after an
+    edit of cpu_loops.py re-run none of its grid: the old times ranked the finalists, and only they
+    and the default were measured on the new loops.) ``untagged``: whether trials from before they
+    carried their kernel's hash count; they do where the study's decision was made or restamped on
+    today's kernel, or where it has none yet.
+    """
+
+    space: Space
+    kernel: str
+    same: frozenset[str] = frozenset()
+    untagged: bool = True
+
+    @classmethod
+    def of(cls, study: optuna.Study, space: Space, backend: str, op: str) -> Sweep:
+        current = frozen.current_hashes(backend, op)
+        final = study.user_attrs.get("final")
+        if not isinstance(final, dict):
+            return cls(space, current[0])
+        if final.get("kernel_hash") not in current:  # the decision is an older kernel's: so are its trials
+            return cls(space, current[0], untagged=False)
+        return cls(space, current[0], frozenset(final.get("same_kernels", ())) - {current[0]})
+
+    def tags(self) -> dict[str, object]:
+        """The user attributes that place a new trial in this sweep."""
+        return {"space_hash": self.space.hash, "kernel_hash": self.kernel}
+
+    def holds(self, trial: optuna.trial.FrozenTrial) -> bool:
+        if not _of_space(trial, self.space):
+            return False
+        tag = trial.user_attrs.get("kernel_hash")
+        return self.untagged if tag is None else tag == self.kernel or tag in self.same
+
+
+def restamped_final(final: dict[str, object], kernel: str) -> dict[str, object]:
+    """A study's final decision carried onto ``kernel`` by restamp (its config compiles there as on the
+    hash it holds): the trials of every hash the chain has crossed keep counting (Sweep.same). A new
+    decision on some other kernel starts the chain again (tune_case)."""
+    chain = [*final.get("same_kernels", ()), final.get("kernel_hash")]  # type: ignore[misc]
+    return final | {"kernel_hash": kernel, "same_kernels": [h for h in dict.fromkeys(chain) if h and h != kernel]}
+
+
 def _points(
-    trials: list[optuna.trial.FrozenTrial], space: Space, *, finished: bool, free: tuple[str, ...] = ("interrupted",)
+    trials: list[optuna.trial.FrozenTrial], sweep: Sweep, *, finished: bool, free: tuple[str, ...] = ("interrupted",)
 ) -> list[dict[str, object]]:
-    """The params of the trials of ``space``: ``finished`` ones only, or queued and running ones
+    """The params of the trials of ``sweep``: ``finished`` ones only, or queued and running ones
     too; none that failed as one of ``free`` (an interrupted trial's point is taken up again)."""
     return [
         _trial_params(t)
         for t in trials
-        if (t.state.is_finished() or not finished) and t.user_attrs.get("failure") not in free and _of_space(t, space)
+        if (t.state.is_finished() or not finished) and t.user_attrs.get("failure") not in free and sweep.holds(t)
     ]
 
 
-def _supersede_waiting(study: optuna.Study, space: Space) -> int:
+def _supersede_waiting(study: optuna.Study, sweep: Sweep) -> int:
     """Enqueued points the sweep must not run, failed as "superseded": those of an earlier space
-    (optuna would draw the knobs they lack at random), and those already measured or queued (the
-    queues that tuners before _of_space left behind hold points twice)."""
+    (optuna would draw the knobs they lack at random) or kernel, and those already measured or
+    queued (the queues that tuners before _of_space left behind hold points twice)."""
     trials = study.get_trials(deepcopy=False)
-    seen = _points(trials, space, finished=True)
+    seen = _points(trials, sweep, finished=True)
     stale = []
     for t in (t for t in trials if t.state == optuna.trial.TrialState.WAITING):
-        if not _of_space(t, space) or _trial_params(t) in seen:
+        if not sweep.holds(t) or _trial_params(t) in seen:
             stale.append(t)
         else:
             seen.append(_trial_params(t))
@@ -265,12 +316,12 @@ def _supersede_waiting(study: optuna.Study, space: Space) -> int:
     return superseded
 
 
-def _enqueue_once(study: optuna.Study, space: Space, configs: list[Tiling]) -> None:
-    seen = _points(study.get_trials(deepcopy=False), space, finished=False)
+def _enqueue_once(study: optuna.Study, sweep: Sweep, configs: list[Tiling]) -> None:
+    seen = _points(study.get_trials(deepcopy=False), sweep, finished=False)
     for config in configs:
-        params = _params(space, config)
+        params = _params(sweep.space, config)
         if params not in seen:  # dedupe here; a lost point comes back
-            study.enqueue_trial(params, user_attrs={"space_hash": space.hash}, skip_if_exists=False)
+            study.enqueue_trial(params, user_attrs=sweep.tags(), skip_if_exists=False)
             seen.append(params)
 
 
@@ -330,10 +381,11 @@ def decide(default: list[float], winner: list[float]) -> tuple[bool, float, floa
     return max(ratios) <= 1.0 - MIN_GAIN, gain, noise
 
 
-def _finalists(bench: _Bench, space: Space, study: optuna.Study, opts: TuneOptions) -> dict[str, object]:
+def _finalists(bench: _Bench, sweep: Sweep, study: optuna.Study, opts: TuneOptions) -> dict[str, object]:
     """Re-measure the best few and the default interleaved, decide what to freeze."""
+    space = sweep.space
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    done = [t for t in complete if _of_space(t, space)]
+    done = [t for t in complete if sweep.holds(t)]
     done.sort(key=lambda t: t.value)
     best: list[tuple[Tiling, int]] = []
     for t in done:
@@ -411,44 +463,51 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
         rest = [c for c in space if c not in start]
         random.Random(opts.seed).shuffle(rest)
         start += rest
+    sweep = Sweep.of(study, space, opts.backend, case.op.value)
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    history = sum(1 for t in complete if _of_space(t, space) and not sweep.holds(t))
+    if history:  # a kernel edit costs the whole sweep: say why this resume measures again
+        log.warning("%s: %d trials measured on other loops kept as history; sweeping again", name, history)
     _reclaim_interrupted(study)
-    _supersede_waiting(study, space)
-    _enqueue_once(study, space, start)
+    _supersede_waiting(study, sweep)
+    _enqueue_once(study, sweep, start)
     budget = opts.trials if opts.trials is not None else (space.size if grid else 40)
     # TPE and random draw each knob on its own, so some draws break a constraint; those cost no
     # measurement and do not spend the budget, but a sampler stuck on them must still end.
     # A grid's budget is its points, so a point measured twice (by a tuner before _of_space) is one.
-    attempts = max(0, budget - _measured(study, space, grid)) * UNMEASURED_DRAWS
+    attempts = max(0, budget - _measured(study, sweep, grid)) * UNMEASURED_DRAWS
     if grid and opts.trials is None:  # run exactly the enqueued points, never a random extra
         attempts = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
 
     def at_budget(s: optuna.Study, t: optuna.trial.FrozenTrial) -> None:
         # The budget is the study's, shared by every worker on it (optuna's MaxTrialsCallback pattern).
-        if _measured(s, space, grid) >= budget:
+        if _measured(s, sweep, grid) >= budget:
             s.stop()
 
     callbacks = [at_budget, *([lambda s, t: progress()] if progress else [])]
     if attempts:
         study.optimize(
-            _objective(bench, space, opts),
+            _objective(bench, sweep, opts),
             n_trials=attempts,
             timeout=opts.timeout_s,
             catch=(TrialFailure,),
             callbacks=callbacks,
             gc_after_trial=False,
         )
-    final = _finalists(bench, space, study, opts)
-    final["kernel_hash"] = frozen.kernel_hash(opts.backend, case.op.value)
+    final = _finalists(bench, sweep, study, opts)
+    final["kernel_hash"] = sweep.kernel
+    if sweep.same:  # the finalists ranked on trials of those kernels too: they keep counting
+        final["same_kernels"] = sorted(sweep.same)
     study.set_user_attr("final", final)
     trials = study.get_trials(deepcopy=False)
     failures = {k: sum(1 for t in trials if t.user_attrs.get("failure") == k) for k in FAILURE_KINDS}
     return StudyResult(name, case, len(trials), {k: v for k, v in failures.items() if v}, final)
 
 
-def _measured(study: optuna.Study, space: Space, distinct: bool = False) -> int:
-    """Finished trials of ``space`` that spent budget (none of FREE_FAILURES); ``distinct``: their
+def _measured(study: optuna.Study, sweep: Sweep, distinct: bool = False) -> int:
+    """Finished trials of ``sweep`` that spent budget (none of FREE_FAILURES); ``distinct``: their
     distinct points."""
-    spent = _points(study.get_trials(deepcopy=False), space, finished=True, free=FREE_FAILURES)
+    spent = _points(study.get_trials(deepcopy=False), sweep, finished=True, free=FREE_FAILURES)
     return len({tuple(sorted(p.items())) for p in spent}) if distinct else len(spent)
 
 

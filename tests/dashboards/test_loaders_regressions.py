@@ -125,6 +125,36 @@ def test_tuning_figures_leave_out_an_earlier_spaces_trials(tmp_path: Path) -> No
     assert figures.landscapes(trials) is not None and figures.convergence(trials) is not None
 
 
+def test_tuning_figures_leave_out_trials_of_an_edited_kernel(tmp_path: Path) -> None:
+    """A study resumed after a kernel edit (tuner.study.Sweep): the trials tagged with the old
+    kernel's hash are history beside the new decision; those of a hash restamp carried the decision
+    across are not."""
+    import optuna
+    import torch
+
+    from kernels.modes import Op, Reduction
+    from tuner import study as st
+    from tuner.problems import Case
+
+    storage = str(tmp_path / "journal.log")
+    case = Case(Op.L1, torch.float32, (1 << 12,), Reduction.NONE)
+    bench = st._Bench.make(case, "cpu")
+    space = bench.executor(None).space
+    study = optuna.create_study(study_name=st.name_for(case, bench, "cpu"), storage=st.open_storage(storage))
+    dists = {name: optuna.distributions.CategoricalDistribution(values) for name, values in st._choices(space).items()}
+    today = st.Sweep.of(study, space, "cpu", "l1").kernel
+    configs = [*space.sample(3, seed=3), space.default]
+    for config, kernel in zip(configs, ("0" * 16, "1" * 16, "1" * 16, today), strict=True):
+        tags = {"space_hash": space.hash, "kernel_hash": kernel}
+        params = st._params(space, config)
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=1e-4, user_attrs=tags))
+    study.set_user_attr("space_hash", space.hash)  # as tune_case records it
+    study.set_user_attr("final", st.restamped_final({"kernel_hash": "1" * 16, "config": {}}, today))
+
+    trials = loaders.load_tuning(storage).sort_values("trial")
+    assert trials["current"].tolist() == [False, True, True, True]
+
+
 def test_frozen_loader_reads_the_shipped_tables() -> None:
     frozen = loaders.load_frozen()
     assert not frozen.empty and {"op", "dtype", "config", "tuned", "file"} <= set(frozen.columns)

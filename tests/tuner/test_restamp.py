@@ -146,6 +146,7 @@ def test_an_edit_that_leaves_the_loops_alone_restamps_the_entry_and_its_study(tm
     assert entry["restamped"]["compiled_for"] == host_tables()[0]
     final = optuna.load_study(study_name="cpu-test-mse", storage=open_storage(storage)).user_attrs["final"]
     assert final["kernel_hash"] == frozen.kernel_hash("cpu", "mse")  # a later freeze writes it again
+    assert final["same_kernels"] == [old.kernel_hash("mse")]  # and a resume counts its trials (study.Sweep)
     assert final["restamped"] == entry["restamped"]
     # and a freeze from the journal writes the entry with its new hash and its note
     freeze(storage, "cpu", host_tables()[-1], root=tmp_path)

@@ -13,7 +13,9 @@ import optuna
 import pytest
 import torch
 
+from kernels import frozen
 from kernels.modes import Op, Reduction
+from kernels.tiling import Space
 from tuner import study as st
 from tuner.problems import Case
 
@@ -100,7 +102,7 @@ def test_wrong_values_are_recorded_as_incorrect_and_the_study_goes_on(storage: s
     study = optuna.create_study(storage=st.open_storage(storage), sampler=optuna.samplers.RandomSampler(seed=0))
     for config in space.sample(3, seed=0):  # members of the space, so each one runs and is checked
         study.enqueue_trial({name: _param(getattr(config, name)) for name, _ in space.knobs})
-    study.optimize(st._objective(bench, space, FAST), n_trials=3, catch=(st.TrialFailure,))
+    study.optimize(st._objective(bench, st.Sweep(space, "k"), FAST), n_trials=3, catch=(st.TrialFailure,))
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL] * 3
     assert {t.user_attrs["failure"] for t in study.trials} == {"incorrect"}
     assert "elements off" in study.trials[0].user_attrs["reason"]
@@ -116,7 +118,7 @@ def test_constraint_breaking_config_is_recorded_not_run(storage: str) -> None:
     space = bench.executor(None).space
     study = optuna.create_study(storage=st.open_storage(storage))
     study.enqueue_trial({"variant": "flat", "tile": 256, "cores": 1, "num_warps": 16})
-    study.optimize(st._objective(bench, space, FAST), n_trials=1, catch=(st.TrialFailure,))
+    study.optimize(st._objective(bench, st.Sweep(space, "k"), FAST), n_trials=1, catch=(st.TrialFailure,))
     trial = study.trials[0]
     assert trial.state == optuna.trial.TrialState.FAIL and trial.user_attrs["failure"] == "constraint"
     assert "warps_fit_block" in trial.user_attrs["reason"]
@@ -163,6 +165,66 @@ def test_a_study_resumed_under_a_grown_space_sweeps_the_new_space(storage: str) 
     assert all(set(t.params) == set(st._choices(space)) for t in new)
     assert len({tuple(sorted(t.params.items())) for t in new}) == 6
     assert result.final["trial"] not in range(5) and result.final["median_s"] > 1e-6
+
+
+def _old_kernel_trials(study: optuna.Study, space: Space, kernel: str | None, n: int) -> None:
+    """``n`` completed points of ``space`` at impossible 1 ns times, measured (say) on ``kernel``
+    (None: before trials carried their kernel's hash)."""
+    dists = {name: optuna.distributions.CategoricalDistribution(values) for name, values in st._choices(space).items()}
+    tags = {"space_hash": space.hash} | ({"kernel_hash": kernel} if kernel else {})
+    for i, config in enumerate(space.sample(n, seed=2)):
+        params = st._params(space, config)
+        trial = optuna.trial.create_trial(params=params, distributions=dists, value=1e-9 * (i + 1), user_attrs=tags)
+        study.add_trial(trial)
+
+
+def _final_on(kernel: str) -> dict[str, object]:
+    return {"config": {"tile": 4096}, "kernel_hash": kernel, "tuned": False, "median_s": 1e-9}
+
+
+@pytest.mark.parametrize("tagged", [True, False], ids=["tagged", "untagged"])
+def test_a_study_resumed_after_a_kernel_edit_sweeps_its_grid_again(
+    storage: str, tagged: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Trials measured on loops since edited (tagged with their kernel's hash, or from before the
+    tag, beside a decision made on that kernel): they stay as history, spend none of the new sweep's
+    budget and never stand as finalists, so the grid is run again on today's loops."""
+    bench = st._Bench.make(CASE, "cpu")
+    space = bench.executor(None).space
+    study = optuna.create_study(study_name=st.name_for(CASE, bench, "cpu"), storage=st.open_storage(storage))
+    _old_kernel_trials(study, space, "0" * 16 if tagged else None, 4)
+    study.set_user_attr("final", _final_on("0" * 16))
+
+    result = st.tune_case(CASE, st.TuneOptions(storage=storage, sampler="grid", trials=4, min_time_s=0.002, rounds=2))
+
+    trials = study.get_trials(deepcopy=False)
+    today = frozen.kernel_hash("cpu", CASE.op.value)
+    new = [t for t in trials[4:] if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(new) == 4 and all(t.user_attrs["kernel_hash"] == today for t in new)
+    assert result.final["trial"] not in range(4) and result.final["median_s"] > 1e-6
+    assert result.final["kernel_hash"] == today and "same_kernels" not in result.final
+    assert "4 trials measured on other loops kept as history" in caplog.text  # the user is told why
+
+
+def test_trials_of_a_kernel_restamp_carried_the_decision_across_still_count(storage: str) -> None:
+    """restamp found the decision's config compiling as before, so the study's final holds today's
+    hash and the chain it crossed: its trials are the sweep's, a resume measures nothing new, picks
+    its finalists from them, and the new decision keeps the chain."""
+    bench = st._Bench.make(CASE, "cpu")
+    space = bench.executor(None).space
+    study = optuna.create_study(study_name=st.name_for(CASE, bench, "cpu"), storage=st.open_storage(storage))
+    _old_kernel_trials(study, space, "1" * 16, 3)
+    today = frozen.kernel_hash("cpu", CASE.op.value)
+    carried = st.restamped_final(st.restamped_final(_final_on("1" * 16), "2" * 16), today)
+    assert carried["kernel_hash"] == today and carried["same_kernels"] == ["1" * 16, "2" * 16]
+    study.set_user_attr("final", carried)
+
+    result = st.tune_case(CASE, st.TuneOptions(storage=storage, sampler="grid", trials=3, min_time_s=0.002, rounds=2))
+
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    assert len(complete) == 3  # nothing measured again (the rest of the grid waits in the queue)
+    assert result.final["trial"] in (-1, 0, 1, 2)  # the default, or one of the carried trials
+    assert result.final["same_kernels"] == ["1" * 16, "2" * 16]
 
 
 def test_a_queue_that_holds_a_point_twice_runs_it_once(storage: str) -> None:

@@ -132,7 +132,7 @@ def _absent(storage: str | None) -> bool:
 
 
 def _current_sweep(
-    trials: list[optuna.trial.FrozenTrial], space_hash: object, final: object
+    trials: list[optuna.trial.FrozenTrial], space_hash: object, final: object, first: int = 0
 ) -> Callable[[optuna.trial.FrozenTrial], bool]:
     """Whether a trial belongs to the study's latest sweep (tuner.study.Sweep, read without building
     the space or hashing today's kernel): a study is named by its case, so a grown space or an edited
@@ -142,7 +142,7 @@ def _current_sweep(
     as can be told). It carries its kernel's hash too: the sweep's kernels are those of the study's
     decision (its hash and the ones restamp carried it across), or, before any decision, the latest
     tagged trial's. A trial from before that tag counts, as the tuner counts it beside a decision it
-    can still use."""
+    can still use. None before ``first`` does (the study's ``sweep_from``: ``tune --resweep``)."""
     knobs = {frozenset(t.params) for t in trials if t.params and t.user_attrs.get("space_hash") == space_hash}
     tagged = [t.user_attrs["kernel_hash"] for t in trials if t.user_attrs.get("kernel_hash")]
     if isinstance(final, dict):
@@ -158,7 +158,7 @@ def _current_sweep(
 
     def current(t: optuna.trial.FrozenTrial) -> bool:
         tag = t.user_attrs.get("kernel_hash")
-        return of_space(t) and (tag is None or tag in kernels)
+        return t.number >= first and of_space(t) and (tag is None or tag in kernels)
 
     return current
 
@@ -175,7 +175,8 @@ def load_tuning(storage: str | None = "results/tuning/journal.log") -> pd.DataFr
         study = optuna.load_study(study_name=summary.study_name, storage=store)
         attrs = {k: v for k, v in summary.user_attrs.items() if k != "final"}
         trials = study.get_trials(deepcopy=False)
-        current = _current_sweep(trials, attrs.get("space_hash"), summary.user_attrs.get("final"))
+        first = int(attrs.get("sweep_from", 0))
+        current = _current_sweep(trials, attrs.get("space_hash"), summary.user_attrs.get("final"), first)
         for t in trials:
             config = t.user_attrs.get("config") or {}
             timing = t.user_attrs.get("timing") or {}

@@ -71,6 +71,14 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--storage", help="journal file path (default results/tuning/journal.log) or postgresql://...")
     tune.add_argument("--study-name", help="override the derived study name (one case only)")
     tune.add_argument("--min-time", type=float, default=0.05, help="seconds of timed runs per measurement")
+    tune.add_argument(
+        "--resweep",
+        action="store_true",
+        help=(
+            "count none of a resumed study's earlier trials (after an edit neither the kernel nor the"
+            " space hash sees); later resumes keep the boundary. One worker passes it, the others join"
+        ),
+    )
     tune.add_argument("--freeze", action="store_true", help="freeze the winners after tuning")
     tune.add_argument("--config-dir", type=Path, help="frozen-config root (default kernels/configs)")
     tune.add_argument("--bench", action="store_true", help="print the bench table after freezing")
@@ -173,6 +181,7 @@ def _tune(args: argparse.Namespace) -> int:
         storage=args.storage,
         study_name=args.study_name,
         min_time_s=args.min_time,
+        resweep=args.resweep,
     )
     results = []
     bar = None

@@ -77,6 +77,7 @@ class TuneOptions:
     finalists: int = 3
     rounds: int = 5
     trial_timeout_s: float = 10.0
+    resweep: bool = False  # every earlier trial of the study is history (Sweep.first)
 
 
 @dataclass
@@ -245,29 +246,34 @@ class Sweep:
     and the default were measured on the new loops.) ``untagged``: whether trials from before they
     carried their kernel's hash count; they do where the study's decision was made or restamped on
     today's kernel, or where it has none yet.
+
+    ``first``: the first trial number of the sweep, where ``tune --resweep`` started one (the study's
+    ``sweep_from``). It is for what neither hash sees: an edit of the backend's gates (cpu.py) that
+    changes which loops run, or trials from before the kernel tag measured on loops since edited.
     """
 
     space: Space
     kernel: str
     same: frozenset[str] = frozenset()
     untagged: bool = True
+    first: int = 0
 
     @classmethod
     def of(cls, study: optuna.Study, space: Space, backend: str, op: str) -> Sweep:
         current = frozen.current_hashes(backend, op)
-        final = study.user_attrs.get("final")
+        final, first = study.user_attrs.get("final"), int(study.user_attrs.get("sweep_from", 0))
         if not isinstance(final, dict):
-            return cls(space, current[0])
+            return cls(space, current[0], first=first)
         if final.get("kernel_hash") not in current:  # the decision is an older kernel's: so are its trials
-            return cls(space, current[0], untagged=False)
-        return cls(space, current[0], frozenset(final.get("same_kernels", ())) - {current[0]})
+            return cls(space, current[0], untagged=False, first=first)
+        return cls(space, current[0], frozenset(final.get("same_kernels", ())) - {current[0]}, first=first)
 
     def tags(self) -> dict[str, object]:
         """The user attributes that place a new trial in this sweep."""
         return {"space_hash": self.space.hash, "kernel_hash": self.kernel}
 
     def holds(self, trial: optuna.trial.FrozenTrial) -> bool:
-        if not _of_space(trial, self.space):
+        if trial.number < self.first or not _of_space(trial, self.space):
             return False
         tag = trial.user_attrs.get("kernel_hash")
         return self.untagged if tag is None else tag == self.kernel or tag in self.same
@@ -454,6 +460,8 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     }
     for k, v in meta.items():
         study.set_user_attr(k, v)
+    if opts.resweep:  # the trials so far, finished or queued, are history from here on
+        study.set_user_attr("sweep_from", len(study.get_trials(deepcopy=False)))
     grid = _is_grid(opts, space)
     start = [space.default]
     if base.config_source.startswith("frozen"):  # phase one's own lookup: every table the device reads
@@ -467,7 +475,7 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     history = sum(1 for t in complete if _of_space(t, space) and not sweep.holds(t))
     if history:  # a kernel edit costs the whole sweep: say why this resume measures again
-        log.warning("%s: %d trials measured on other loops kept as history; sweeping again", name, history)
+        log.warning("%s: %d trials of earlier sweeps (other loops, or --resweep) kept as history", name, history)
     _reclaim_interrupted(study)
     _supersede_waiting(study, sweep)
     _enqueue_once(study, sweep, start)

@@ -17,6 +17,7 @@ from kernels import frozen
 from kernels.modes import Op, Reduction
 from kernels.tiling import Space
 from tuner import study as st
+from tuner.cli import main
 from tuner.problems import Case
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,7 +204,7 @@ def test_a_study_resumed_after_a_kernel_edit_sweeps_its_grid_again(
     assert len(new) == 4 and all(t.user_attrs["kernel_hash"] == today for t in new)
     assert result.final["trial"] not in range(4) and result.final["median_s"] > 1e-6
     assert result.final["kernel_hash"] == today and "same_kernels" not in result.final
-    assert "4 trials measured on other loops kept as history" in caplog.text  # the user is told why
+    assert "4 trials of earlier sweeps (other loops, or --resweep) kept as history" in caplog.text  # told why
 
 
 def test_trials_of_a_kernel_restamp_carried_the_decision_across_still_count(storage: str) -> None:
@@ -225,6 +226,24 @@ def test_trials_of_a_kernel_restamp_carried_the_decision_across_still_count(stor
     assert len(complete) == 3  # nothing measured again (the rest of the grid waits in the queue)
     assert result.final["trial"] in (-1, 0, 1, 2)  # the default, or one of the carried trials
     assert result.final["same_kernels"] == ["1" * 16, "2" * 16]
+
+
+def test_resweep_sweeps_again_and_later_resumes_keep_its_boundary(storage: str) -> None:
+    """``tune --resweep`` (for an edit neither hash sees, such as cpu.py's gates): the study's trials
+    so far are history, the budget is measured again, and a plain resume afterwards counts only the
+    new sweep's trials (it measures nothing more)."""
+    argv = ["tune", "--op", "l1", "--shape", "2^12", "--storage", storage, "--min-time", "0.002"]
+    argv += ["--sampler", "grid", "--trials", "3", "--no-progress", "--json"]
+    assert main(argv) == 0
+    assert main([*argv, "--resweep"]) == 0
+    assert main(argv) == 0
+
+    (summary,) = optuna.get_all_study_summaries(st.open_storage(storage))
+    study = optuna.load_study(study_name=summary.study_name, storage=st.open_storage(storage))
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    first = study.user_attrs["sweep_from"]
+    assert len(complete) == 6 and sum(t.number >= first for t in complete) == 3
+    assert study.user_attrs["final"]["trial"] in (-1, *(t.number for t in complete if t.number >= first))
 
 
 def test_a_queue_that_holds_a_point_twice_runs_it_once(storage: str) -> None:

@@ -283,7 +283,8 @@ def restamped_final(final: dict[str, object], kernel: str) -> dict[str, object]:
     """A study's final decision carried onto ``kernel`` by restamp (its config compiles there as on the
     hash it holds): the trials of every hash the chain has crossed keep counting (Sweep.same). A new
     decision on some other kernel starts the chain again (tune_case)."""
-    chain = [*final.get("same_kernels", ()), final.get("kernel_hash")]  # type: ignore[misc]
+    crossed = final.get("same_kernels")
+    chain = [*(crossed if isinstance(crossed, list) else []), final.get("kernel_hash")]
     return final | {"kernel_hash": kernel, "same_kernels": [h for h in dict.fromkeys(chain) if h and h != kernel]}
 
 

@@ -131,24 +131,28 @@ def _absent(storage: str | None) -> bool:
     return bool(storage) and "://" not in str(storage) and not Path(str(storage)).exists()
 
 
-def _current_sweep(
-    trials: list[optuna.trial.FrozenTrial], space_hash: object, final: object, first: int = 0
-) -> Callable[[optuna.trial.FrozenTrial], bool]:
-    """Whether a trial belongs to the study's latest sweep (tuner.study.Sweep, read without building
-    the space or hashing today's kernel): a study is named by its case, so a grown space or an edited
-    kernel resumes it, and the trials of the older space or loops, measured sessions before, are
-    history the figures leave out. A trial carries its space's hash; one from before the tag belongs
-    if it has the knobs the tagged ones have (a study with no tagged trial is all of one sweep, as far
-    as can be told). It carries its kernel's hash too: the sweep's kernels are those of the study's
-    decision (its hash and the ones restamp carried it across), or, before any decision, the latest
-    tagged trial's. A trial from before that tag counts, as the tuner counts it beside a decision it
-    can still use. None before ``first`` does (the study's ``sweep_from``: ``tune --resweep``)."""
+def _current_sweep(trials: list[optuna.trial.FrozenTrial], attrs: dict) -> Callable[[optuna.trial.FrozenTrial], bool]:
+    """Whether a trial belongs to the study's latest sweep (tuner.study.Sweep, read from the study's
+    attributes ``attrs`` without building the space or hashing today's kernel): a study is named by
+    its case, so a grown space or an edited kernel resumes it, and the trials of the older space or
+    loops, measured sessions before, are history the figures leave out.
+
+    A trial carries its space's hash; one from before the tag belongs if it has the knobs the tagged
+    ones have (a study with no tagged trial is all of one sweep, as far as can be told). It carries
+    its kernel's hash too: the latest sweep's kernels are those of the study's decision (its hash and
+    the ones restamp carried it across), unless a later trial's kernel is none of them (a sweep on
+    new loops under way): then that kernel's alone. A trial from before the kernel tag belongs with
+    the decision's kernels, unless a sweep has set such trials aside (``untagged_history``). None
+    before ``sweep_from`` (``tune --resweep``) belongs."""
+    space_hash, final, first = attrs.get("space_hash"), attrs.get("final"), int(attrs.get("sweep_from", 0))
     knobs = {frozenset(t.params) for t in trials if t.params and t.user_attrs.get("space_hash") == space_hash}
-    tagged = [t.user_attrs["kernel_hash"] for t in trials if t.user_attrs.get("kernel_hash")]
-    if isinstance(final, dict):
-        kernels = {final.get("kernel_hash"), *final.get("same_kernels", ())}
-    else:
-        kernels = set(tagged[-1:])
+    tagged = [
+        t.user_attrs["kernel_hash"] for t in sorted(trials, key=lambda t: t.number) if t.user_attrs.get("kernel_hash")
+    ]
+    kernels = {final.get("kernel_hash"), *final.get("same_kernels", ())} if isinstance(final, dict) else set()
+    untagged = not attrs.get("untagged_history")
+    if tagged and tagged[-1] not in kernels:
+        kernels, untagged = {tagged[-1]}, untagged and not isinstance(final, dict)  # a stale decision: theirs
 
     def of_space(t: optuna.trial.FrozenTrial) -> bool:
         tag = t.user_attrs.get("space_hash")
@@ -158,7 +162,7 @@ def _current_sweep(
 
     def current(t: optuna.trial.FrozenTrial) -> bool:
         tag = t.user_attrs.get("kernel_hash")
-        return t.number >= first and of_space(t) and (tag is None or tag in kernels)
+        return t.number >= first and of_space(t) and (untagged if tag is None else tag in kernels)
 
     return current
 
@@ -175,8 +179,7 @@ def load_tuning(storage: str | None = "results/tuning/journal.log") -> pd.DataFr
         study = optuna.load_study(study_name=summary.study_name, storage=store)
         attrs = {k: v for k, v in summary.user_attrs.items() if k != "final"}
         trials = study.get_trials(deepcopy=False)
-        first = int(attrs.get("sweep_from", 0))
-        current = _current_sweep(trials, attrs.get("space_hash"), summary.user_attrs.get("final"), first)
+        current = _current_sweep(trials, summary.user_attrs)
         for t in trials:
             config = t.user_attrs.get("config") or {}
             timing = t.user_attrs.get("timing") or {}

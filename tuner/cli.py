@@ -76,7 +76,9 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help=(
             "count none of a resumed study's earlier trials (after an edit neither the kernel nor the"
-            " space hash sees); later resumes keep the boundary. One worker passes it, the others join"
+            " space hash sees); later resumes keep the boundary. Pass it once, with no worker on the"
+            " study: workers join, and a run cut short resumes, without it (with it, their trials too"
+            " would be history)"
         ),
     )
     tune.add_argument("--freeze", action="store_true", help="freeze the winners after tuning")

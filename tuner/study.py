@@ -245,7 +245,8 @@ class Sweep:
     edit of cpu_loops.py re-run none of its grid: the old times ranked the finalists, and only they
     and the default were measured on the new loops.) ``untagged``: whether trials from before they
     carried their kernel's hash count; they do where the study's decision was made or restamped on
-    today's kernel, or where it has none yet.
+    today's kernel, or where it has none yet, until a sweep has set them aside once (the study's
+    ``untagged_history``, which tune_case records: the decision that sweep writes is today's).
 
     ``first``: the first trial number of the sweep, where ``tune --resweep`` started one (the study's
     ``sweep_from``). It is for what neither hash sees: an edit of the backend's gates (cpu.py) that
@@ -260,13 +261,15 @@ class Sweep:
 
     @classmethod
     def of(cls, study: optuna.Study, space: Space, backend: str, op: str) -> Sweep:
-        current = frozen.current_hashes(backend, op)
-        final, first = study.user_attrs.get("final"), int(study.user_attrs.get("sweep_from", 0))
+        current, attrs = frozen.current_hashes(backend, op), study.user_attrs
+        final, first = attrs.get("final"), int(attrs.get("sweep_from", 0))
+        untagged = not attrs.get("untagged_history")
         if not isinstance(final, dict):
-            return cls(space, current[0], first=first)
+            return cls(space, current[0], untagged=untagged, first=first)
         if final.get("kernel_hash") not in current:  # the decision is an older kernel's: so are its trials
             return cls(space, current[0], untagged=False, first=first)
-        return cls(space, current[0], frozenset(final.get("same_kernels", ())) - {current[0]}, first=first)
+        same = frozenset(final.get("same_kernels", ())) - {current[0]}
+        return cls(space, current[0], same, untagged=untagged, first=first)
 
     def tags(self) -> dict[str, object]:
         """The user attributes that place a new trial in this sweep."""
@@ -461,7 +464,7 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     }
     for k, v in meta.items():
         study.set_user_attr(k, v)
-    if opts.resweep:  # the trials so far, finished or queued, are history from here on
+    if opts.resweep:  # the trials so far, finished, running or queued, are history from here on
         study.set_user_attr("sweep_from", len(study.get_trials(deepcopy=False)))
     grid = _is_grid(opts, space)
     start = [space.default]
@@ -473,10 +476,8 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
         random.Random(opts.seed).shuffle(rest)
         start += rest
     sweep = Sweep.of(study, space, opts.backend, case.op.value)
-    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    history = sum(1 for t in complete if _of_space(t, space) and not sweep.holds(t))
-    if history:  # a kernel edit costs the whole sweep: say why this resume measures again
-        log.warning("%s: %d trials of earlier sweeps (other loops, or --resweep) kept as history", name, history)
+    if not sweep.untagged:  # once set aside, for good: this sweep's decision will be today's kernel's
+        study.set_user_attr("untagged_history", True)
     _reclaim_interrupted(study)
     _supersede_waiting(study, sweep)
     _enqueue_once(study, sweep, start)
@@ -487,6 +488,11 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     attempts = max(0, budget - _measured(study, sweep, grid)) * UNMEASURED_DRAWS
     if grid and opts.trials is None:  # run exactly the enqueued points, never a random extra
         attempts = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
+
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    history = sum(1 for t in complete if _of_space(t, space) and not sweep.holds(t))
+    if history and attempts:  # a kernel edit costs the whole sweep: say why this resume measures again
+        log.warning("%s: %d trials of earlier sweeps (other loops, or --resweep) kept as history", name, history)
 
     def at_budget(s: optuna.Study, t: optuna.trial.FrozenTrial) -> None:
         # The budget is the study's, shared by every worker on it (optuna's MaxTrialsCallback pattern).

@@ -154,6 +154,17 @@ def test_tuning_figures_leave_out_trials_of_an_edited_kernel(tmp_path: Path) -> 
     trials = loaders.load_tuning(storage).sort_values("trial")
     assert trials["current"].tolist() == [False, True, True, True]
 
+    # then the loops change again: a sweep under way on the new kernel, beside the decision on today's
+    # and a trial from before the tag, is the latest sweep
+    untagged = optuna.trial.create_trial(params=st._params(space, space.default), distributions=dists, value=1e-4)
+    study.add_trial(untagged)
+    newer = {"space_hash": space.hash, "kernel_hash": "3" * 16}
+    for config in space.sample(2, seed=4):
+        params = st._params(space, config)
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=1e-4, user_attrs=newer))
+    trials = loaders.load_tuning(storage).sort_values("trial")
+    assert trials["current"].tolist() == [False, False, False, False, False, True, True]
+
 
 def test_frozen_loader_reads_the_shipped_tables() -> None:
     frozen = loaders.load_frozen()

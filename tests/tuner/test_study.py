@@ -205,6 +205,12 @@ def test_a_study_resumed_after_a_kernel_edit_sweeps_its_grid_again(
     assert result.final["trial"] not in range(4) and result.final["median_s"] > 1e-6
     assert result.final["kernel_hash"] == today and "same_kernels" not in result.final
     assert "4 trials of earlier sweeps (other loops, or --resweep) kept as history" in caplog.text  # told why
+    # and a later resume, its decision now on today's kernel, does not take the old trials back
+    again = st.tune_case(CASE, st.TuneOptions(storage=storage, sampler="grid", trials=4, min_time_s=0.002, rounds=2))
+    assert len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))) == 8
+    assert again.final["median_s"] > 1e-6
+    sweep = st.Sweep.of(study, space, "cpu", CASE.op.value)
+    assert not any(sweep.holds(t) for t in trials[:4]) and all(sweep.holds(t) for t in new)
 
 
 def test_trials_of_a_kernel_restamp_carried_the_decision_across_still_count(storage: str) -> None:
@@ -235,14 +241,17 @@ def test_resweep_sweeps_again_and_later_resumes_keep_its_boundary(storage: str) 
     argv = ["tune", "--op", "l1", "--shape", "2^12", "--storage", storage, "--min-time", "0.002"]
     argv += ["--sampler", "grid", "--trials", "3", "--no-progress", "--json"]
     assert main(argv) == 0
+    (summary,) = optuna.get_all_study_summaries(st.open_storage(storage))
+    study = optuna.load_study(study_name=summary.study_name, storage=st.open_storage(storage))
+    space = st._Bench.make(CASE, "cpu").executor(None).space
+    _old_kernel_trials(study, space, frozen.kernel_hash("cpu", "l1"), 1)  # today's loops, an impossible time
     assert main([*argv, "--resweep"]) == 0
     assert main(argv) == 0
 
-    (summary,) = optuna.get_all_study_summaries(st.open_storage(storage))
-    study = optuna.load_study(study_name=summary.study_name, storage=st.open_storage(storage))
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     first = study.user_attrs["sweep_from"]
-    assert len(complete) == 6 and sum(t.number >= first for t in complete) == 3
+    assert len(complete) == 7 and sum(t.number >= first for t in complete) == 3
+    assert study.user_attrs["final"]["median_s"] > 1e-6  # the 1 ns trial stood as no finalist
     assert study.user_attrs["final"]["trial"] in (-1, *(t.number for t in complete if t.number >= first))
 
 

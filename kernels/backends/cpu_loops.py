@@ -1347,21 +1347,6 @@ def make_cpu_kernels(
     # IR is what it was before _store_or_flag (tuner.restamp keeps those hosts' entries).
     unfixed = HAS_BF16
 
-    def twin_store(flagging: bool) -> Callable[..., bool]:
-        """v into dst[i], and the flag a twin's value leaves there: ``bad``, or'd with
-        _store_or_flag's where ``flagging`` (a closure constant: numba prunes the other branch)."""
-
-        @njit(inline="always")
-        def store(dst, i, v, bad):
-            if flagging:
-                return bad | _store_or_flag(dst, i, v)
-            _store(dst, i, v)
-            return bad
-
-        return store
-
-    store_twin = twin_store(unfixed)
-
     def apart_contiguous(scalar_g: bool) -> Callable[..., None]:
         @njit(nogil=True)
         def formula_pass(dst, base, g, x, t, g0, us, m, cof):
@@ -1379,7 +1364,12 @@ def make_cpu_kernels(
             for i in range(m):
                 gi = g0 if scalar_g else _load(g, us + i)
                 v, bad = twin_value(gi, _load(x, us + i), _load(t, us + i), cof)
-                miss |= store_twin(dst, base + i, v, bad)
+                if unfixed:
+                    tiny = _store_or_flag(dst, base + i, v)
+                    miss |= bad | tiny
+                else:
+                    _store(dst, base + i, v)
+                    miss |= bad
             return miss
 
         def loop(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks, stream):
@@ -1428,7 +1418,7 @@ def make_cpu_kernels(
         ``scalar_g``. True where any flag was set. ``redone``: a flagged run is redone (the twin's
         pass), so its stores may flag too (_store_or_flag, where ``unfixed``); the redo's own are
         _store's."""
-        store_run = twin_store(redone and unfixed)
+        unfixed_run = redone and unfixed  # a closure constant: numba prunes the other branch
 
         @njit(nogil=True)
         def run(g, x, t, dst, ug, ux, ut, ud, m, cof):
@@ -1438,7 +1428,12 @@ def make_cpu_kernels(
             for i in range(m):
                 gi = g0 if scalar_g else _load(g, ug + i)
                 v, bad = pick(gi, _load(x, ux + i), _load(t, ut + i), cof)
-                miss |= store_run(dst, ud + i, v, bad)
+                if unfixed_run:
+                    tiny = _store_or_flag(dst, ud + i, v)
+                    miss |= bad | tiny
+                else:
+                    _store(dst, ud + i, v)
+                    miss |= bad
             return miss
 
         return run

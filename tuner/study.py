@@ -262,14 +262,14 @@ class Sweep:
     @classmethod
     def of(cls, study: optuna.Study, space: Space, backend: str, op: str) -> Sweep:
         current, attrs = frozen.current_hashes(backend, op), study.user_attrs
-        final, first = attrs.get("final"), int(attrs.get("sweep_from", 0))
-        untagged = not attrs.get("untagged_history")
-        if not isinstance(final, dict):
-            return cls(space, current[0], untagged=untagged, first=first)
-        if final.get("kernel_hash") not in current:  # the decision is an older kernel's: so are its trials
-            return cls(space, current[0], untagged=False, first=first)
-        same = frozenset(final.get("same_kernels", ())) - {current[0]}
-        return cls(space, current[0], same, untagged=untagged, first=first)
+        final = attrs.get("final")
+        untagged, same = not attrs.get("untagged_history"), frozenset[str]()
+        if isinstance(final, dict):
+            if final.get("kernel_hash") in current:
+                same = frozenset(final.get("same_kernels", ())) - {current[0]}
+            else:  # the decision is an older kernel's: so are its untagged trials
+                untagged = False
+        return cls(space, current[0], same, untagged, int(attrs.get("sweep_from", 0)))
 
     def tags(self) -> dict[str, object]:
         """The user attributes that place a new trial in this sweep."""

@@ -66,15 +66,8 @@ TWIN_DEF(t_bf16_nofix_none, LOADBF, STOREBF_NOFIX, (void)0)
 TWIN_DEF(t_f16, LOAD16, STORE16, (void)0)
 TWIN_DEF(t_bf16, LOADBF, STOREBF, (void)0)
 int main(void) {
-  size_t n = 1 << 13;
-  uint16_t *t = aligned_alloc(64, n * 2), *o = aligned_alloc(64, n * 2); float *tf = aligned_alloc(64, n * 4), *of = aligned_alloc(64, n * 4);
-  for (size_t i = 0; i < n; i++) { t[i] = 0x3c00 + (i % 1024); tf[i] = (float)(i % 1024) / 512.f; }
-  fn f[29] = {t_bf16_nofix_exact, t_bf16_nofix_mask, t_bf16_nofix_min, t_bf16_nofix_none, t_f16, t_bf16, v_fold_nomask, b_fold_nomask, b_fold_nomask_nofix, v_ship, v_flt, v_nomask, v_fold, v_all, v_flt_nomask, b_ship, b_all, b_all_nofix, shipped, f32_io, no_scalef, f32_no_scalef, bf16_shipped, bf16_nofix, f16_in_f32_out, f32_in_f16_out, bf16_arith, bf16_class, bf16_flag};
-  const char* name[29] = {"T bf16 twin nofix, exact subnormal flag (shipped)", "T bf16 twin nofix, testn mask flag", "T bf16 twin nofix, min flag", "T bf16 twin nofix, no flag", "T f16 twin one power", "T bf16 twin one power", "V f16 fold+nomask", "V bf16 fold+nomask", "V bf16 fold+nomask nofix", "V f16 shipped", "V f16 float exponent", "V f16 no mask", "V f16 cof folded", "V f16 all three", "V f16 flt+nomask", "V bf16 shipped", "V bf16 all three", "V bf16 all three nofix", "shipped (f16 in/out, vscalefps)", "float32 in/out, vscalefps", "f16 in/out, vscalefps -> vmulps", "float32 in/out, vscalefps -> vmulps", "bf16 in/out as shipped (fix-up)", "bf16 in/out, no subnormal fix-up", "f16 in, float32 out", "float32 in, f16 out", "bf16, fix-up without masks", "bf16, fix-up: vfpclassps mask", "bf16, no fix-up, tile flag (min of exponents)"};
-  double best[29]; for (int j = 0; j < 29; j++) best[j] = 1e9;
-  for (int round = 0; round < 21; round++)
-    for (int j = 0; j < 29; j++) { double s = now(); for (int r = 0; r < 400; r++) f[j](t, o, tf, of, n, 0.5f); double d = (now() - s) / 400; if (d < best[j]) best[j] = d; }
-  for (int j = 0; j < 29; j++) printf("%-38s %.3f ns per 16 elements\n", name[j], best[j] / (n / 16) * 1e9);
-  printf("flagged tiles: %ld\n", (long)flagged);
+  const fn f[] = {t_bf16_nofix_exact, t_bf16_nofix_mask, t_bf16_nofix_min, t_bf16_nofix_none, t_f16, t_bf16, v_fold_nomask, b_fold_nomask, b_fold_nomask_nofix, v_ship, v_flt, v_nomask, v_fold, v_all, v_flt_nomask, b_ship, b_all, b_all_nofix, shipped, f32_io, no_scalef, f32_no_scalef, bf16_shipped, bf16_nofix, f16_in_f32_out, f32_in_f16_out, bf16_arith, bf16_class, bf16_flag};
+  const char* const name[] = {"T bf16 twin nofix, exact subnormal flag (shipped)", "T bf16 twin nofix, testn mask flag", "T bf16 twin nofix, min flag", "T bf16 twin nofix, no flag", "T f16 twin one power", "T bf16 twin one power", "V f16 fold+nomask", "V bf16 fold+nomask", "V bf16 fold+nomask nofix", "V f16 shipped", "V f16 float exponent", "V f16 no mask", "V f16 cof folded", "V f16 all three", "V f16 flt+nomask", "V bf16 shipped", "V bf16 all three", "V bf16 all three nofix", "shipped (f16 in/out, vscalefps)", "float32 in/out, vscalefps", "f16 in/out, vscalefps -> vmulps", "float32 in/out, vscalefps -> vmulps", "bf16 in/out as shipped (fix-up)", "bf16 in/out, no subnormal fix-up", "f16 in, float32 out", "float32 in, f16 out", "bf16, fix-up without masks", "bf16, fix-up: vfpclassps mask", "bf16, no fix-up, tile flag (min of exponents)"};
+  time_all(f, name, sizeof f / sizeof f[0]);
   return 0;
 }

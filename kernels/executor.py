@@ -52,6 +52,10 @@ class Formula:
     # None: no twin.
     checked_value: Callable[..., tuple[float, bool]] | None = None
     narrow_checked_value: Callable[..., tuple[float, bool]] | None = None
+    # Where both twins' flags are never set, as a t interval for a cof: (lo, hi) in float32. The
+    # contiguous twin pass over a 16-bit target may flag a tile from the target's raw patterns
+    # against it (cpu_loops.RAW_FLAG) instead of element by element. None: no such interval.
+    checked_range: Callable[[float], tuple[float, float]] | None = None
     # The formula of a broadcast sum's terms (the reduce walks, every out dtype), where a cheaper one
     # is accurate enough: SEMANTICS holds such a sum to relative 1e-5 of the summed magnitudes, not
     # to float32's 4 ulp, so its terms need about 1e-6, not 24 bits (KL log_target's exp: degree 5

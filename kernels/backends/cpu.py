@@ -243,6 +243,12 @@ class CpuBackend:
                 value: Callable[..., float], twin: Callable[..., tuple[float, bool]] | None = None
             ) -> cpu_loops.CpuKernels:
                 if checked and twin is not None:
+                    # An older revision of the loops (tuner.restamp) has no raw flag and takes no
+                    # checked_range.
+                    if getattr(loops, "RAW_FLAG", False) and formula.checked_range is not None:
+                        return loops.make_cpu_kernels(
+                            value, formula.compute_bound, twin, checked_range=formula.checked_range
+                        )
                     return loops.make_cpu_kernels(value, formula.compute_bound, twin)
                 return loops.make_cpu_kernels(value, formula.compute_bound)
 

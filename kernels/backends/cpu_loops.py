@@ -421,6 +421,89 @@ def _tiles_apart() -> bool:
 TILES_APART = _tiles_apart()
 
 
+def _raw_flag() -> bool:
+    """Whether a contiguous twin pass over a 16-bit target flags its tile from the target's raw
+    patterns (make_cpu_kernels' ``checked_range``) instead of from each element's k: a running max
+    of the patterns as unsigned and as signed 16-bit integers (vpmaxuw, vpmaxsw: the most negative
+    and the largest t), compared once a tile with the patterns of the formula's exact range. Off
+    by default: it changes the twin loops' code, whose tuned entries then need a new sweep; on
+    with ``LOSSTUNE_CPU_RAW_FLAG=1``. In a C transcription on the Zen 5 (one thread, in L1) the
+    float16 twin took 1.39 ns per 16 elements with it against 1.61 with the per-element flag
+    (1.31 without any flag): results/performance.md, section 70."""
+    forced = _forced("LOSSTUNE_CPU_RAW_FLAG")
+    return False if forced is None else forced
+
+
+RAW_FLAG = _raw_flag()
+
+
+def _half_limits(t, lo, hi):  # pragma: no cover - replaced by the overload below inside numba
+    raise NotImplementedError
+
+
+@overload(_half_limits)
+def _half_limits_impl(t, lo, hi):
+    """The patterns of t's dtype inside the float32 interval [lo, hi] (lo < 0 < hi, both normal in
+    that dtype): (the largest unsigned pattern of a t >= lo, the largest signed one of a t <= hi).
+    A t whose pattern is above the first as unsigned is negative and below lo (or a negative NaN or
+    -inf); above the second as signed, positive and above hi (or NaN, +inf). Each bound is rounded
+    to the dtype and stepped one pattern inward where that rounding went outward. A float32 t has
+    no such patterns: the limits let everything through, and the per-element flag stays (_bad_of)."""
+    if t.dtype == types.int16:
+        widen, narrow = _f16_widen, _f16_narrow
+
+        def f16_limits(t, lo, hi):
+            p = narrow(hi)
+            if widen(p) > hi:
+                p = np.int16(p - np.int16(1))
+            q = narrow(lo)
+            if widen(q) < lo:
+                q = np.int16(q - np.int16(1))
+            return np.uint16(q), np.int16(p)
+
+        return f16_limits
+    if t.dtype == types.uint16:
+        narrow_bf = _bf16_narrow
+
+        def bf16_limits(t, lo, hi):
+            p = narrow_bf(hi)
+            if _bf16_to_f32(p) > hi:
+                p = np.uint16(p - np.uint16(1))
+            q = narrow_bf(lo)
+            if _bf16_to_f32(q) < lo:
+                q = np.uint16(q - np.uint16(1))
+            return np.uint16(q), np.int16(p)
+
+        return bf16_limits
+    return lambda t, lo, hi: (np.uint16(0xFFFF), np.int16(0x7FFF))
+
+
+def _track(t, i, hu, hs):  # pragma: no cover - replaced by the overload below inside numba
+    raise NotImplementedError
+
+
+@overload(_track)
+def _track_impl(t, i, hu, hs):
+    """The running maxima of a 16-bit t's patterns, as unsigned and as signed (_half_limits);
+    unchanged for a float32 t."""
+    if t.dtype in (types.int16, types.uint16):
+        return lambda t, i, hu, hs: (max(hu, np.uint16(t[i])), max(hs, np.int16(t[i])))
+    return lambda t, i, hu, hs: (hu, hs)
+
+
+def _bad_of(t, bad):  # pragma: no cover - replaced by the overload below inside numba
+    raise NotImplementedError
+
+
+@overload(_bad_of)
+def _bad_of_impl(t, bad):
+    """An element's own flag where the raw patterns cannot stand for it (a float32 t); False for a
+    16-bit t, whose tile flag is the patterns' (LLVM then drops the per-element compare)."""
+    if t.dtype in (types.int16, types.uint16):
+        return lambda t, bad: False
+    return lambda t, bad: bad
+
+
 @intrinsic
 def _scale_miss(typingctx, k):
     """k outside [-126, 127], as a bool: one add and one unsigned compare on k's int32."""
@@ -1265,13 +1348,16 @@ def make_cpu_kernels(
     compute_bound: bool = False,
     checked_py: Callable[..., tuple[float, bool]] | None = None,
     apart: bool | None = None,
+    checked_range: Callable[[float], tuple[float, float]] | None = None,
 ) -> CpuKernels:
     """Build the loops around ``value_py(g, x, t, cof)``; numba compiles each lazily per dtype set.
     ``compute_bound`` (Formula.compute_bound): every loop prefers 512-bit vectors. ``checked_py``
     (Formula.checked_value): value_py's cheap twin with a flag, for the contiguous loops.
     ``apart``: the contiguous loops call a function of their own per tile (TILES_APART), and so do
     the strided and transposed walks' long unit-stride runs; None: where the formula is
-    compute-bound and the host is one of TILES_APART's."""
+    compute-bound and the host is one of TILES_APART's. ``checked_range`` (Formula.checked_range):
+    the t interval, for a cof, where the twin's flag is never set; with RAW_FLAG, the contiguous
+    twin pass flags a 16-bit target's tile from its raw patterns against it."""
     value = njit(inline="always")(value_py)
     vectors = _wide_vectors if compute_bound else _default_vectors
 
@@ -1346,6 +1432,8 @@ def make_cpu_kernels(
     # (AVX512-BF16's): a closure constant, so elsewhere numba prunes the branch and the loops'
     # IR is what it was before _store_or_flag (tuner.restamp keeps those hosts' entries).
     unfixed = HAS_BF16
+    raw_flags = RAW_FLAG and checked is not None and checked_range is not None
+    range_of = None if checked_range is None else njit(inline="always")(checked_range)
 
     def apart_contiguous(scalar_g: bool) -> Callable[..., None]:
         @njit(nogil=True)
@@ -1357,7 +1445,7 @@ def make_cpu_kernels(
                 _store(dst, base + i, value(gi, _load(x, us + i), _load(t, us + i), cof))
 
         @njit(nogil=True)
-        def twin_pass(dst, base, g, x, t, g0, us, m, cof):
+        def element_flag_pass(dst, base, g, x, t, g0, us, m, cof):
             """The same by the twin; True where any flag was set (the tile is then redone)."""
             vectors()
             miss = False
@@ -1371,6 +1459,31 @@ def make_cpu_kernels(
                     _store(dst, base + i, v)
                     miss |= bad
             return miss
+
+        @njit(nogil=True)
+        def raw_flag_pass(dst, base, g, x, t, g0, us, m, cof):
+            """element_flag_pass with a 16-bit target's flag taken from its raw patterns: set where
+            any t of the tile lies outside checked_range(cof) (NaN and inf included), which holds
+            every t the twin flags; the per-element flag stays for a float32 target (_bad_of)."""
+            vectors()
+            lo, hi = range_of(cof)
+            neg, pos = _half_limits(t, lo, hi)
+            hu, hs = np.uint16(0), np.int16(-32768)
+            miss = False
+            for i in range(m):
+                gi = g0 if scalar_g else _load(g, us + i)
+                v, bad = twin_value(gi, _load(x, us + i), _load(t, us + i), cof)
+                hu, hs = _track(t, us + i, hu, hs)
+                if unfixed:
+                    tiny = _store_or_flag(dst, base + i, v)
+                    miss |= _bad_of(t, bad) | tiny
+                else:
+                    _store(dst, base + i, v)
+                    miss |= _bad_of(t, bad)
+            return miss | (hu > neg) | (hs > pos)
+
+        # A build-time choice, so that without RAW_FLAG the loop below is what it was.
+        twin_pass = raw_flag_pass if raw_flags else element_flag_pass
 
         def loop(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks, stream):
             g, x, t, o = _view(pg, 1 if scalar_g else n, tg), _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)

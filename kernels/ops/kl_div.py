@@ -152,6 +152,19 @@ def _log_twin(
     return value
 
 
+def _twin_range(cof: float) -> tuple[float, float]:
+    """The t interval where _log_twin's flag is never set, for this cof: its k is round(t * log2e)
+    + 1 + shift (shift cof's frexp exponent), in [-126, 127] where the rounded product lies in
+    [-127 - shift, 126 - shift]. Each end is a quarter inside its rounding boundary, so the
+    float32 division's error (a few 1e-8 of the bound) cannot carry a t across: a t inside rounds
+    to an integer k in range, whatever the twin's one-step or two-step reduction. Conservative by
+    under 0.2 in t at each end (flagged tiles are redone by the formula, the same bits)."""
+    m, shift = frexp(cof)
+    hi = (np.float32(126.25) - np.float32(shift)) / _LOG2E
+    lo = (np.float32(-127.25) - np.float32(shift)) / _LOG2E
+    return np.float32(lo), np.float32(hi)
+
+
 _value_log = _log_value(_TAYLOR, False)
 # Formula.narrow_value: 16-bit outputs of elementwise walks; two float32 roundings of the product,
 # far inside the 16-bit result's half ulp.
@@ -186,6 +199,7 @@ FORMULA_LOG = Formula(
     half_value=_value_log_half,
     checked_value=_value_log_checked,
     narrow_checked_value=_value_log_narrow_checked,
+    checked_range=_twin_range,
     sum_value=_value_log_sum,
 )
 

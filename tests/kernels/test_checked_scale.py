@@ -15,8 +15,10 @@ import subprocess
 import sys
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 import torch
+from numba import njit
 
 import kernels
 from kernels.backends import cpu, cpu_loops
@@ -31,15 +33,21 @@ N = 48 * TILE + 37  # a short last tile, and two blocks' shares that end mid-til
 
 
 def _build(
-    value: Callable[..., float], twin: Callable[..., tuple[float, bool]] | None, apart: bool
+    value: Callable[..., float], twin: Callable[..., tuple[float, bool]] | None, apart: bool, raw: bool = False
 ) -> cpu_loops.CpuKernels:
-    return cpu_loops.make_cpu_kernels(value, LOG.compute_bound, twin, apart=apart)
+    if not raw:
+        return cpu_loops.make_cpu_kernels(value, LOG.compute_bound, twin, apart=apart)
+    with pytest.MonkeyPatch.context() as patch:  # RAW_FLAG is read when the loops are built
+        patch.setattr(cpu_loops, "RAW_FLAG", True)
+        return cpu_loops.make_cpu_kernels(value, LOG.compute_bound, twin, apart=apart, checked_range=LOG.checked_range)
 
 
 # The builds each test compares with the formula's own inlined loops ("plain"): each tile's element
-# loop apart (cpu_loops.TILES_APART), by the formula alone and through its checked twin, on any host.
-# (A twin given to loops that are not apart goes unused: the formula's own loops run.)
-BUILDS = ("apart", "apart checked")
+# loop apart (cpu_loops.TILES_APART), by the formula alone and through its checked twin, on any host,
+# and through the twin whose contiguous passes flag a 16-bit target's tile from its raw patterns
+# (cpu_loops.RAW_FLAG). (A twin given to loops that are not apart goes unused: the formula's own
+# loops run.)
+BUILDS = ("apart", "apart checked", "apart raw")
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +61,7 @@ def builds() -> dict[str, dict[str, cpu_loops.CpuKernels]]:
         out[name] = {"plain": _build(value, None, False), "apart": _build(value, None, True)}
         if twin is not None:
             out[name]["apart checked"] = _build(value, twin, True)
+            out[name]["apart raw"] = _build(value, twin, True, raw=True)
     return out
 
 
@@ -133,15 +142,73 @@ def test_checked_and_apart_loops_store_the_formulas_bits(
 
 @pytest.mark.parametrize("loops", BUILDS)
 def test_every_sixteen_bit_target_through_the_checked_and_apart_loops(builds, loops) -> None:
-    """All 65536 float16 and bfloat16 targets, each tile mixing flagged and unflagged elements."""
+    """All 65536 float16 and bfloat16 targets, each tile mixing flagged and unflagged elements, at
+    cof's exponent at both ends of its range (1 and 2^-62) and between."""
     plain, other = builds["narrow"]["plain"], builds["narrow"][loops]
     for dtype in (torch.float16, torch.bfloat16):
         t = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(dtype)
         for g in (torch.tensor(1.25, dtype=dtype), torch.full((t.numel(),), -3.0, dtype=dtype)):
-            want, got = torch.empty_like(t), torch.empty_like(t)
-            _launch(plain, g, t, want, 2.0**-16, cores=1, stream=False)
-            _launch(other, g, t, got, 2.0**-16, cores=1, stream=False)
-            assert _same_bits(got, want), dtype
+            for cof in (1.0, 2.0**-16, 2.0**-62):
+                want, got = torch.empty_like(t), torch.empty_like(t)
+                _launch(plain, g, t, want, cof, cores=1, stream=False)
+                _launch(other, g, t, got, cof, cores=1, stream=False)
+                assert _same_bits(got, want), (dtype, cof)
+
+
+_range = njit(LOG.checked_range)
+
+
+@njit
+def _limits_of(t, cof):
+    lo, hi = _range(cof)
+    return cpu_loops._half_limits(t, np.float32(lo), np.float32(hi))
+
+
+def _values(dtype: torch.dtype) -> torch.Tensor:
+    """Every pattern of a 16-bit dtype, by pattern (0 .. 65535), as float64 values."""
+    return torch.arange(2**16, dtype=torch.int32).to(torch.int16).view(dtype).double()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_the_raw_limits_hold_every_t_the_twin_takes_and_no_other(dtype: torch.dtype) -> None:
+    """The twin's range (kl_div._twin_range) and its patterns (cpu_loops._half_limits), for every
+    exponent cof can have and two cofs that are not powers of two: every pattern within the limits
+    is a t the twin scales exactly (k = round(t * log2e) + 1 + shift in [-126, 127], t * log2e
+    exact in float64 for a 16-bit t, rounded half to even as the fma does), and the limits are the
+    extreme patterns whose values lie in the range (not the NaN, the infinities or anything past)."""
+    values = _values(dtype)
+    pattern = torch.arange(2**16, dtype=torch.int64)
+    log2e = float(np.float32(1.4426950408889634))
+    array = np.zeros(1, np.int16 if dtype is torch.float16 else np.uint16)  # the loops' view of t (cpu.TAGS)
+    for cof in [2.0**e for e in range(-63, 1)] + [1.0 / 3.0, 1.0 / N]:
+        shift = math.frexp(cof)[1]
+        lo, hi = (float(v) for v in LOG.checked_range(np.float32(cof)))
+        neg, pos = (int(v) for v in _limits_of(array, np.float32(cof)))
+        inside = (pattern <= pos) | ((pattern >= 0x8000) & (pattern <= neg))  # pos as signed, neg as unsigned
+        k = torch.round(values[inside] * log2e) + 1 + shift
+        assert bool(((k >= -126) & (k <= 127)).all()), cof
+        finite = values.isfinite()
+        assert bool((inside == (finite & (values >= lo) & (values <= hi))).all()), cof
+        # Conservative by a quarter of a k at each end and the pattern's own step (bfloat16's 1.0
+        # below 256 is 1.44 in k): the t the twin takes reach within that of both ends of k's range.
+        k_real = values[inside] * log2e + 1 + shift
+        assert float(k_real.max()) > 125.0 and float(k_real.min()) < -124.0, cof
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("0", "False"), ("1", "True"), ("on", "LOSSTUNE_CPU_RAW_FLAG: expected 0 or 1, got 'on'")]
+)
+def test_the_raw_flag_switch(value: str, expected: str) -> None:
+    """LOSSTUNE_CPU_RAW_FLAG says yes or no (read at import, so in a fresh interpreter); off where
+    unset; anything else is refused by name."""
+    code = "from kernels.backends import cpu_loops; print(cpu_loops.RAW_FLAG)"
+    env = {**os.environ, "LOSSTUNE_CPU_RAW_FLAG": value}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert expected in (run.stdout if run.returncode == 0 else run.stderr)
+    assert (run.returncode == 0) is (value in ("0", "1"))
+    unset = {k: v for k, v in os.environ.items() if k != "LOSSTUNE_CPU_RAW_FLAG"}
+    run = subprocess.run([sys.executable, "-c", code], env=unset, capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "False"
 
 
 def _bf16_subnormal(v: torch.Tensor) -> torch.Tensor:

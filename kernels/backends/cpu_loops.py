@@ -421,17 +421,23 @@ def _tiles_apart() -> bool:
 TILES_APART = _tiles_apart()
 
 
+# CPUs where the contiguous twin pass flags a 16-bit target's tile from the target's raw patterns
+# (make_cpu_kernels' ``checked_range``): the Zen 5, whose float16 twin took 0.87x the time in a C
+# transcription (1.39 ns per 16 elements in L1 against 1.61 with the per-element flag; 1.31 with no
+# flag at all) and 0.89x at 2^22 through the library, float16 0-d (results/performance.md, section
+# 70). Not measured on the AVX2 hosts, the other place the twin runs: they keep the per-element flag.
+_RAW_FLAG_CPUS = ("znver5",)
+
+
 def _raw_flag() -> bool:
     """Whether a contiguous twin pass over a 16-bit target flags its tile from the target's raw
-    patterns (make_cpu_kernels' ``checked_range``) instead of from each element's k: a running max
-    of the patterns as unsigned and as signed 16-bit integers (vpmaxuw, vpmaxsw: the most negative
-    and the largest t), compared once a tile with the patterns of the formula's exact range. Off
-    by default: it changes the twin loops' code, whose tuned entries then need a new sweep; on
-    with ``LOSSTUNE_CPU_RAW_FLAG=1``. In a C transcription on the Zen 5 (one thread, in L1) the
-    float16 twin took 1.39 ns per 16 elements with it against 1.61 with the per-element flag
-    (1.31 without any flag): results/performance.md, section 70."""
+    patterns instead of from each element's k: a running max of the patterns as unsigned and as
+    signed 16-bit integers (vpmaxuw, vpmaxsw: the most negative and the largest t), compared once a
+    tile with the patterns of the formula's range (Formula.checked_range). On the CPUs of
+    _RAW_FLAG_CPUS; ``LOSSTUNE_CPU_RAW_FLAG`` 1 or 0 says so on any host (it matters only where
+    the twin is built: CHECKED_SCALE)."""
     forced = _forced("LOSSTUNE_CPU_RAW_FLAG")
-    return False if forced is None else forced
+    return target_cpu() in _RAW_FLAG_CPUS if forced is None else forced
 
 
 RAW_FLAG = _raw_flag()

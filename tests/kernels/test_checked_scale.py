@@ -199,16 +199,25 @@ def test_the_raw_limits_hold_every_t_the_twin_takes_and_no_other(dtype: torch.dt
     ("value", "expected"), [("0", "False"), ("1", "True"), ("on", "LOSSTUNE_CPU_RAW_FLAG: expected 0 or 1, got 'on'")]
 )
 def test_the_raw_flag_switch(value: str, expected: str) -> None:
-    """LOSSTUNE_CPU_RAW_FLAG says yes or no (read at import, so in a fresh interpreter); off where
-    unset; anything else is refused by name."""
+    """LOSSTUNE_CPU_RAW_FLAG says yes or no on any host (read at import, so in a fresh interpreter);
+    anything else is refused by name."""
     code = "from kernels.backends import cpu_loops; print(cpu_loops.RAW_FLAG)"
     env = {**os.environ, "LOSSTUNE_CPU_RAW_FLAG": value}
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
     assert expected in (run.stdout if run.returncode == 0 else run.stderr)
     assert (run.returncode == 0) is (value in ("0", "1"))
-    unset = {k: v for k, v in os.environ.items() if k != "LOSSTUNE_CPU_RAW_FLAG"}
-    run = subprocess.run([sys.executable, "-c", code], env=unset, capture_output=True, text=True, check=True)
-    assert run.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(("cpu_name", "expected"), [("znver5", "True"), ("znver4", "False"), ("znver3", "False")])
+def test_the_raw_flag_follows_the_cpu_compiled_for(cpu_name: str, expected: str) -> None:
+    """Unset, the raw flag is on for the CPUs of _RAW_FLAG_CPUS (the Zen 5) and off elsewhere, the
+    AVX2 hosts where the twin also runs among them; the CPU is numba's (NUMBA_CPU_NAME), as every
+    feature gate reads it."""
+    code = "from kernels.backends import cpu_loops; print(cpu_loops.RAW_FLAG)"
+    env = {k: v for k, v in os.environ.items() if k not in ("LOSSTUNE_CPU_RAW_FLAG", "NUMBA_CPU_FEATURES")}
+    env["NUMBA_CPU_NAME"] = cpu_name
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == expected
 
 
 def _bf16_subnormal(v: torch.Tensor) -> torch.Tensor:

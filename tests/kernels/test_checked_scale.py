@@ -372,14 +372,16 @@ def test_the_backend_takes_the_twins_where_ldexp_is_three_powers_or_the_cpu_is_l
         assert cpu_loops.CHECKED_SCALE is (not cpu_loops.HAS_SCALEF or listed)
     assert kl_div.FORMULA.checked_value is None and kl_div.FORMULA.narrow_checked_value is None
     given: list[tuple[Callable[..., float], object]] = []
+    ranges: dict[Callable[..., float], object] = {}
 
     class Spy:  # the loops module, with make_cpu_kernels recording the twin each build is given
         def __getattr__(self, name: str) -> object:
             return getattr(cpu_loops, name)
 
         @staticmethod
-        def make_cpu_kernels(value, compute_bound, checked_py=None, apart=None):
+        def make_cpu_kernels(value, compute_bound, checked_py=None, apart=None, checked_range=None):
             given.append((value, checked_py))
+            ranges[value] = checked_range
             return "loops of " + value.__name__
 
     backend = cpu.CpuBackend(Spy())  # type: ignore[arg-type]
@@ -392,6 +394,9 @@ def test_the_backend_takes_the_twins_where_ldexp_is_three_powers_or_the_cpu_is_l
     assert twins[LOG.value] is (LOG.checked_value if on and not wide_inline else None)
     assert twins[LOG.narrow_value] is (LOG.narrow_checked_value if on else None)
     assert twins.get(LOG.sum_value) is None and twins.get(LOG.half_value) is None
+    # The twin's range goes with the twin, where the loops flag from the raw patterns (RAW_FLAG).
+    for value, twin in twins.items():
+        assert ranges[value] is (LOG.checked_range if twin is not None and cpu_loops.RAW_FLAG else None)
 
 
 def test_tiles_apart_only_for_compute_bound_formulas_plumbing() -> None:

@@ -1,5 +1,5 @@
 // Section 70 of results/performance.md: the float16 twin with its flag taken from the target's raw
-// patterns (a vpmaxuw of |bits| per 16, compared once after the loop: what branch raw-flag's cpu_loops.RAW_FLAG
+// patterns (a vpmaxuw of |bits| per 16, compared once after the loop: what cpu_loops.RAW_FLAG
 // builds, there as vpmaxuw + vpmaxsw for the two signs) against the flag as a min and max of e;
 // each with the scale as a multiply by 2^k or as an integer add into the exponent bits, and the
 // vcvtps2ph into a register then a plain store (an empty asm keeps gcc from folding the store).

@@ -195,19 +195,6 @@ def test_the_raw_limits_hold_every_t_the_twin_takes_and_no_other(dtype: torch.dt
         assert float(k_real.max()) > 125.0 and float(k_real.min()) < -124.0, cof
 
 
-@pytest.mark.parametrize(
-    ("value", "expected"), [("0", "False"), ("1", "True"), ("on", "LOSSTUNE_CPU_RAW_FLAG: expected 0 or 1, got 'on'")]
-)
-def test_the_raw_flag_switch(value: str, expected: str) -> None:
-    """LOSSTUNE_CPU_RAW_FLAG says yes or no on any host (read at import, so in a fresh interpreter);
-    anything else is refused by name."""
-    code = "from kernels.backends import cpu_loops; print(cpu_loops.RAW_FLAG)"
-    env = {**os.environ, "LOSSTUNE_CPU_RAW_FLAG": value}
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
-    assert expected in (run.stdout if run.returncode == 0 else run.stderr)
-    assert (run.returncode == 0) is (value in ("0", "1"))
-
-
 @pytest.mark.parametrize(("cpu_name", "expected"), [("znver5", "True"), ("znver4", "False"), ("znver3", "False")])
 def test_the_raw_flag_follows_the_cpu_compiled_for(cpu_name: str, expected: str) -> None:
     """Unset, the raw flag is on for the CPUs of _RAW_FLAG_CPUS (the Zen 5) and off elsewhere, the
@@ -428,13 +415,21 @@ def test_the_checked_switch_and_the_loops_apart_that_follow_it(value: str, expec
 
 
 @pytest.mark.parametrize(
-    ("value", "expected"), [("0", "False"), ("1", "True"), ("yes", "LOSSTUNE_CPU_APART: expected 0 or 1, got 'yes'")]
+    ("switch", "attribute", "value", "expected"),
+    [
+        ("LOSSTUNE_CPU_APART", "TILES_APART", "0", "False"),
+        ("LOSSTUNE_CPU_APART", "TILES_APART", "1", "True"),
+        ("LOSSTUNE_CPU_APART", "TILES_APART", "yes", "LOSSTUNE_CPU_APART: expected 0 or 1, got 'yes'"),
+        ("LOSSTUNE_CPU_RAW_FLAG", "RAW_FLAG", "0", "False"),
+        ("LOSSTUNE_CPU_RAW_FLAG", "RAW_FLAG", "1", "True"),
+        ("LOSSTUNE_CPU_RAW_FLAG", "RAW_FLAG", "on", "LOSSTUNE_CPU_RAW_FLAG: expected 0 or 1, got 'on'"),
+    ],
 )
-def test_the_apart_switch(value: str, expected: str) -> None:
-    """LOSSTUNE_CPU_APART says yes or no on any host (read at import, so in a fresh interpreter);
-    anything else is refused by name."""
-    code = "from kernels.backends import cpu_loops; print(cpu_loops.TILES_APART)"
-    env = {**os.environ, "LOSSTUNE_CPU_APART": value}
+def test_the_apart_and_raw_flag_switches(switch: str, attribute: str, value: str, expected: str) -> None:
+    """LOSSTUNE_CPU_APART and LOSSTUNE_CPU_RAW_FLAG say yes or no on any host (read at import, so
+    in a fresh interpreter); anything else is refused by name."""
+    code = f"from kernels.backends import cpu_loops; print(cpu_loops.{attribute})"
+    env = {**os.environ, switch: value}
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
     assert expected in (run.stdout if run.returncode == 0 else run.stderr)
     assert (run.returncode == 0) is (value in ("0", "1"))

@@ -1363,7 +1363,8 @@ def make_cpu_kernels(
     the strided and transposed walks' long unit-stride runs; None: where the formula is
     compute-bound and the host is one of TILES_APART's. ``checked_range`` (Formula.checked_range):
     the t interval, for a cof, where the twin's flag is never set; with RAW_FLAG, the contiguous
-    twin pass flags a 16-bit target's tile from its raw patterns against it."""
+    twin pass and the walks' twin runs apart flag a 16-bit target's tile or run from its raw
+    patterns against it."""
     value = njit(inline="always")(value_py)
     vectors = _wide_vectors if compute_bound else _default_vectors
 
@@ -1555,7 +1556,31 @@ def make_cpu_kernels(
                     miss |= bad
             return miss
 
-        return run
+        @njit(nogil=True)
+        def raw_flag_run(g, x, t, dst, ug, ux, ut, ud, m, cof):
+            """run with a 16-bit target's flag from its raw patterns, as apart_contiguous's
+            raw_flag_pass takes it: set where any t of the run lies outside checked_range(cof)."""
+            vectors()
+            lo, hi = range_of(cof)
+            neg, pos = _half_limits(t, lo, hi)
+            hu, hs = np.uint16(0), np.int16(-32768)
+            g0 = _load(g, ug)
+            miss = False
+            for i in range(m):
+                gi = g0 if scalar_g else _load(g, ug + i)
+                v, bad = pick(gi, _load(x, ux + i), _load(t, ut + i), cof)
+                hu, hs = _track(t, ut + i, hu, hs)
+                if unfixed_run:
+                    tiny = _store_or_flag(dst, ud + i, v)
+                    miss |= _bad_of(t, bad) | tiny
+                else:
+                    _store(dst, ud + i, v)
+                    miss |= _bad_of(t, bad)
+            return miss | (hu > neg) | (hs > pos)
+
+        # The twin's run only (the redo has no flag to take), and a build-time choice as in
+        # apart_contiguous: without RAW_FLAG the runs are what they were.
+        return raw_flag_run if redone and raw_flags else run
 
     scalar_runs = (run_apart(True, twin_value, True), run_apart(True, flagless, False))
     unit_runs = (run_apart(False, twin_value, True), run_apart(False, flagless, False))

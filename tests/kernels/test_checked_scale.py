@@ -276,6 +276,7 @@ WALK_SHAPES = ((64, 300), (40, 100), (130, 77), (64, 5000))
 assert cpu_loops._APART_RUN in range(101, 301)
 
 
+@pytest.mark.parametrize("twin", ["apart checked", "apart raw"])
 @pytest.mark.parametrize("grad", ["full", "0-d", "row"])
 @pytest.mark.parametrize(
     ("out_dtype", "grad_dtype"),
@@ -288,19 +289,15 @@ assert cpu_loops._APART_RUN in range(101, 301)
     ids=str,
 )
 def test_walks_apart_store_the_formulas_bits(
-    builds, monkeypatch: pytest.MonkeyPatch, out_dtype: torch.dtype, grad_dtype: torch.dtype, grad: str
+    builds, monkeypatch: pytest.MonkeyPatch, out_dtype: torch.dtype, grad_dtype: torch.dtype, grad: str, twin: str
 ) -> None:
     """The strided walk's runs and the transposed walk's pass (a) apart, through the twin where
-    the build has one, against the formula's inlined walks: the same bits, the op's own launch
-    (2 cores) with each set of loops in the backend, on any host."""
-    summed = cpu.BACKEND.kernels(LOG, summed=True)
+    the build has one (its runs flagged per element, or from a 16-bit target's raw patterns),
+    against the formula's inlined walks: the same bits, the op's own launch (2 cores) with each
+    set of loops in the backend, on any host."""
 
     def outs(build: str) -> list[torch.Tensor]:
-        sets = {}
-        for name in ("wide", "narrow", "half"):
-            loops = builds[name]
-            sets[name] = loops["plain"] if build == "plain" else loops.get("apart checked", loops["apart"])
-        monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (sets["wide"], sets["narrow"], summed, sets["half"]))
+        _use_builds(builds, build, monkeypatch)
         config = Tiling(tile=4096, cores=min(2, cpu_loops.max_threads()), variant=Variant.STRIDED)
         got = []
         for rows, cols in WALK_SHAPES:
@@ -317,9 +314,55 @@ def test_walks_apart_store_the_formulas_bits(
             got.append(kernels.kl_div_backward(g, x, row, "none", True, config=config))
         return got
 
-    want, got = outs("plain"), outs("apart")
+    want, got = outs("plain"), outs(twin)
     for i, (a, b) in enumerate(zip(got, want, strict=True)):
         assert torch.equal(as_bits(a), as_bits(b)), (WALK_SHAPES[i // 2], ("transposed", "broadcast")[i % 2])
+
+
+def _use_builds(builds, build: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backend's KL log_target loops set to ``build`` (BUILDS, or "plain") for each formula,
+    the formula's own apart build where it has no twin; the summed loops the backend's."""
+    summed = cpu.BACKEND.kernels(LOG, summed=True)
+    sets = {}
+    for name in ("wide", "narrow", "half"):
+        loops = builds[name]
+        sets[name] = loops["plain"] if build == "plain" else loops.get(build, loops["apart"])
+    monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (sets["wide"], sets["narrow"], summed, sets["half"]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_every_sixteen_bit_target_through_the_walks_raw_runs(
+    builds, monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype
+) -> None:
+    """All 65536 targets of a 16-bit dtype through the walks' twin runs with the raw-pattern flag:
+    transposed (64 x 1024 views of 1024 x 64 operands, as the report's layout, so each tile of
+    pass (a) is one run) and broadcast (one row of all of them over 2 rows), a full gradient and a
+    0-d one by sum (cof 1) and by mean (cof 2^-16 and 2^-17, which move the twin's range), against
+    the inlined walks: the same bits. With the tile flag dropped from the raw runs the float16 case
+    fails; the bfloat16 one does not: where its twin leaves the range it stores subnormals (large
+    t) or sits in a run with t near -88, whose outputs are subnormal, and its store's own flag
+    redoes the run (_store_or_flag). The walks' test above, one such element a run, fails then."""
+    t = torch.arange(2**16, dtype=torch.int32).to(torch.int16).view(dtype)
+    # A float16 out takes the narrow formula's twin with a float32 gradient (with a float16 one, the
+    # half formula, which has none); a bfloat16 out with its own.
+    grad_dtype = torch.float32 if dtype is torch.float16 else dtype
+    config = Tiling(tile=4096, cores=min(2, cpu_loops.max_threads()), variant=Variant.STRIDED)
+
+    def outs(build: str) -> list[torch.Tensor]:
+        _use_builds(builds, build, monkeypatch)
+        got = []
+        for target, like in ((t.view(1024, 64).t(), lambda a: a.t()), (t.view(1, -1).expand(2, -1), lambda a: a)):
+            x = like(torch.zeros(like(target).shape, dtype=dtype))
+            g = like(torch.full(like(target).shape, -3.0, dtype=grad_dtype))
+            got.append(kernels.kl_div_backward(g, x, target, "none", True, config=config))
+            for reduction in ("sum", "mean"):
+                g0 = torch.tensor(1.25, dtype=grad_dtype)
+                got.append(kernels.kl_div_backward(g0, x, target, reduction, True, config=config))
+        return got
+
+    want, got = outs("plain"), outs("apart raw")
+    for i, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert torch.equal(as_bits(a), as_bits(b)), i
 
 
 def test_a_transposed_tile_of_one_strided_row_stays_inline(builds, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,9 +3,12 @@ one of two times per process with the raw-flag runs (about 257-267 us or 287-300
 the element flag (279-290). This times that call at the shipped config in one process and prints
 its median with the operands' addresses mod 4096, and, with ``--offsets``, the same call with out,
 then the target, copied to each of eight offsets mod 4096 (interleaved, one process). ``PAD=k``
-compiles k small numba functions first, which moves where the walk's code lands in memory.
+compiles k small numba functions first, which moves where the walk's code lands in memory. With
+``--beside``, the walk, its contiguous partner (the config its lookup gives) and torch's copy of
+the partner's output (the copy_ the roofline times) interleaved instead: does the walk's mode
+follow the memory's speed?
 
-    LOSSTUNE_CPU_RAW_FLAG=1 PAD=0 python transposed_modes.py [--offsets]
+    LOSSTUNE_CPU_RAW_FLAG=1 PAD=0 python transposed_modes.py [--offsets | --beside]
 """
 
 from __future__ import annotations
@@ -50,6 +53,19 @@ def main() -> None:
     g, x, t = case.inputs("cpu")
     out = case.out_like(x)
     ex = case.phase_one(g, x, t, out, "cpu", config=config)
+    if "--beside" in sys.argv:
+        flat = Case(case.op, case.dtype, case.shape, case.reduction, log_target=True)
+        fg, fx, ft = flat.inputs("cpu")
+        fout = flat.out_like(fx)
+        fex = flat.phase_one(fg, fx, ft, fout, "cpu")
+        src = fout.clone()
+        runs = [lambda _: backend.launch(ex), lambda _: backend.launch(fex), lambda _: fout.copy_(src)]
+        walk, partner, copy = timing.interleaved(runs, rounds=7, min_time_s=0.15)
+        print(
+            f"walk {walk.median_s * 1e6:.1f} us, partner {partner.median_s * 1e6:.1f} us, "
+            f"walk / partner {walk.median_s / partner.median_s:.2f}, copy of 8 MiB {copy.median_s * 1e6:.1f} us"
+        )
+        return
     m = timing.interleaved([lambda _: backend.launch(ex)], rounds=5, min_time_s=0.15)
     where = f"t {t.data_ptr() % 4096} out {out.data_ptr() % 4096} g {g.data_ptr() % 4096}"
     print(f"{m[0].median_s * 1e6:.1f} us ({where} mod 4096)")

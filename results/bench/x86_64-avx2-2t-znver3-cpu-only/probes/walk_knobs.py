@@ -21,20 +21,19 @@ against the shipped config's first. Not part of the package.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import pathlib
-import statistics
 import sys
+from types import ModuleType
 
 import torch
 
 from kernels import timing
 from kernels.backends import cpu_loops
 from kernels.backends.cpu import CpuBackend
-from kernels.executor import Executor
 from kernels.modes import Op, Reduction
 from kernels.tiling import Tiling
-from tuner.goals import spread
 from tuner.problems import Case, InputLayout
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -44,18 +43,19 @@ BACKEND = CpuBackend()
 OPS = {"mse": (Op.MSE, False), "l1": (Op.L1, False), "kl_div": (Op.KL_DIV, False), "kl_div-log": (Op.KL_DIV, True)}
 
 
-def over(a: timing.Rounds, b: timing.Rounds) -> str:
-    """``a`` over ``b`` round by round: the median (min-max), as the report's layout goals read it."""
-    r = [x / y for x, y in zip(a.medians, b.medians, strict=True)]
-    return f"{statistics.median(r):.2f} ({spread(r, '.2f')})"
+def _zen5_probe() -> ModuleType:
+    """The Zen 5's walk-knob probe (section 64), for its ``over`` and ``partner``: this one shares
+    its name, so it is loaded from its path."""
+    path = HERE.parents[1] / "x86_64-avx512-2t-znver5-cpu-only/probes/walk_knobs.py"
+    spec = importlib.util.spec_from_file_location("walk_knobs_znver5", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def partner(case: Case) -> Executor:
-    """The contiguous call of ``case``'s op, dtype, size and reduction, at the config its lookup
-    gives (the tables', as in the report): the transposed row's partner in the layout goal."""
-    flat = Case(case.op, case.dtype, case.shape, case.reduction, log_target=case.log_target)
-    g, x, t = flat.inputs("cpu")
-    return flat.phase_one(g, x, t, flat.out_like(x), "cpu")
+_ZEN5 = _zen5_probe()
+over, partner = _ZEN5.over, _ZEN5.partner
 
 
 def candidates(case: Case, shipped: Tiling) -> list[Tiling]:

@@ -10,6 +10,11 @@ copy of the target into out, and torch's contiguous copy. Medians (us) and per-r
 median (min-max). Not part of the package.
 
     python results/bench/x86_64-avx512-2t-znver5-cpu-only/probes/transpose_yardstick.py 7
+
+With ``full`` after the rounds it also times the full-gradient rows of mse and l1 float16 (the
+Zen 3's worst; section 72 ran it so on the Zen 3: ``bench/x86_64-avx2-2t-znver3-cpu-only/
+transpose_yardstick-2p22.txt``). The contiguous partner's config is the host's lookup, so the
+probe runs on any host.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ ROWS = (
     (Op.KL_DIV, False, torch.float16, Reduction.NONE),
     (Op.KL_DIV, False, torch.bfloat16, Reduction.NONE),
 )
+FULL_ROWS = ((Op.MSE, False, torch.float16, Reduction.NONE), (Op.L1, False, torch.float16, Reduction.NONE))
 
 
 def row(op: Op, log: bool, dtype: torch.dtype, reduction: Reduction, rounds: int) -> None:
@@ -74,7 +80,8 @@ def main() -> None:
         "| walk / partner | torch transposed / torch copy | walk / torch transposed |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for op, log, dtype, reduction in ROWS:
+    rows = ROWS + (FULL_ROWS if sys.argv[2:3] == ["full"] else ())
+    for op, log, dtype, reduction in rows:
         row(op, log, dtype, reduction, rounds)
 
 

@@ -16,6 +16,12 @@ each knob that applies at each of the host's tiles, and the contiguous call with
 lookup gives (as in the report). Prints each call's median (us) and its time over the contiguous
 call per round, median (min-max), as the report's layout goals read it. Outputs bit for bit
 against the shipped config's first. Not part of the package.
+
+With ``tiles`` after the rounds (no switches needed) it measures instead every row whose shipped
+config has the space's default tile (4096: a study keeps the default where no candidate leads it
+past the noise, tuner.study), against the same config at the host's other tiles:
+
+    python results/bench/x86_64-avx2-2t-znver3-cpu-only/probes/walk_knobs.py 9 tiles [OP...]
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from kernels import timing
 from kernels.backends import cpu_loops
 from kernels.backends.cpu import CpuBackend
 from kernels.modes import Op, Reduction
-from kernels.tiling import Tiling
+from kernels.tiling import CPU_TRANSPOSED_TILE, Tiling
 from tuner.problems import Case, InputLayout
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -58,8 +64,14 @@ _ZEN5 = _zen5_probe()
 over, partner = _ZEN5.over, _ZEN5.partner
 
 
-def candidates(case: Case, shipped: Tiling) -> list[Tiling]:
-    """The shipped config and, at each tile of the host, the same with each knob that applies."""
+def candidates(case: Case, shipped: Tiling, tiles: bool = False) -> list[Tiling]:
+    """The shipped config and, at each tile of the host, the same with each knob that applies; with
+    ``tiles``, where the shipped tile is the default, the same config at each other tile."""
+    if tiles:
+        if shipped.tile != CPU_TRANSPOSED_TILE:
+            return [shipped]
+        others = [t for t in cpu_loops.TRANSPOSED_TILES if t != shipped.tile]
+        return [shipped] + [dataclasses.replace(shipped, tile=t) for t in others]
     knobs = []
     if case.dtype.itemsize == 2:
         knobs.append({"defer_out": True})
@@ -70,9 +82,8 @@ def candidates(case: Case, shipped: Tiling) -> list[Tiling]:
     ]
 
 
-def row(name: str, case: Case, shipped: Tiling, rounds: int) -> None:
+def row(name: str, case: Case, configs: list[Tiling], rounds: int) -> None:
     g, x, t = case.inputs("cpu")
-    configs = candidates(case, shipped)
     outs = [case.out_like(x) for _ in configs]
     exs = [case.phase_one(g, x, t, out, "cpu", config=c) for out, c in zip(outs, configs, strict=True)]
     for ex in exs:
@@ -97,8 +108,10 @@ def row(name: str, case: Case, shipped: Tiling, rounds: int) -> None:
 
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-    ops = sys.argv[2:] or list(OPS)
-    assert cpu_loops.INPUTS_FIRST and cpu_loops.DEFERRED, "run with LOSSTUNE_CPU_INPUTS_FIRST=1 LOSSTUNE_CPU_DEFERRED=1"
+    tiles = sys.argv[2:3] == ["tiles"]
+    ops = sys.argv[2 + tiles :] or list(OPS)
+    switches = "LOSSTUNE_CPU_INPUTS_FIRST=1 LOSSTUNE_CPU_DEFERRED=1"
+    assert tiles or (cpu_loops.INPUTS_FIRST and cpu_loops.DEFERRED), f"run with {switches}"
     shipped = {e["case"]: Tiling.from_dict(e["config"]) for e in json.loads(SHIPPED.read_text())["entries"]}
     print(f"# {cpu_loops.target_cpu()}, 2^22, {rounds} rounds; contiguous: the config its lookup gives")
     print("| op | dtype | grad | config | us | contiguous us | over contiguous, median (min-max) |")
@@ -108,8 +121,9 @@ def main() -> None:
         for dtype in (torch.float32, torch.float16, torch.bfloat16):
             for reduction in (Reduction.NONE, Reduction.MEAN):
                 case = Case(op, dtype, (N,), reduction, log_target=log, layout=InputLayout.TRANSPOSED)
-                if len(candidates(case, shipped[case.label()])) > 1:
-                    row(name, case, shipped[case.label()], rounds)
+                configs = candidates(case, shipped[case.label()], tiles)
+                if len(configs) > 1:
+                    row(name, case, configs, rounds)
 
 
 if __name__ == "__main__":

@@ -444,12 +444,18 @@ def test_tiles_apart_only_for_compute_bound_formulas_plumbing() -> None:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [("0", "False False"), ("1", "True True"), ("no", "LOSSTUNE_CPU_CHECKED: expected 0 or 1, got 'no'")],
+    [
+        # Without the twin the loops are apart only where ldexp is three powers (no vscalefps: an
+        # AVX2 host), for the exp's constants (cpu_loops._tiles_apart); with it, everywhere.
+        ("0", f"False {not cpu_loops.HAS_SCALEF}"),
+        ("1", "True True"),
+        ("no", "LOSSTUNE_CPU_CHECKED: expected 0 or 1, got 'no'"),
+    ],
 )
 def test_the_checked_switch_and_the_loops_apart_that_follow_it(value: str, expected: str) -> None:
     """LOSSTUNE_CPU_CHECKED says yes or no on any host (read at import, so in a fresh interpreter),
     and the loops apart follow it unless LOSSTUNE_CPU_APART says otherwise: the twin runs only in
-    them. Anything else is refused by name."""
+    them (and, without it, where the host has no vscalefps). Anything else is refused by name."""
     code = "from kernels.backends import cpu_loops as L; print(L.CHECKED_SCALE, L.TILES_APART)"
     env = {k: v for k, v in os.environ.items() if k != "LOSSTUNE_CPU_APART"} | {"LOSSTUNE_CPU_CHECKED": value}
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)

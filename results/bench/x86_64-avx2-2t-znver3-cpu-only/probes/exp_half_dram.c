@@ -86,6 +86,7 @@ static int cmp(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 11;
+  if (reps < 1 || reps > 64) return fprintf(stderr, "rounds: expected 1 to 64, got %d\n", reps), 2;
   const long n = 1L << 24;
   uint16_t *t = aligned_alloc(64, n * 2), *o = aligned_alloc(64, n * 2);
   for (long i = 0; i < n; i++) t[i] = 0x3400 + (rand() & 0x3ff);  // t in [0.25, 0.5): no clamp is hit
@@ -108,7 +109,7 @@ int main(int argc, char **argv) {
   for (int threads = 1; threads <= 2; threads++) {
     omp_set_num_threads(threads);
     double times[LOOPS][64];
-    for (int r = 0; r < reps; r++)  // the three loops interleaved round by round
+    for (int r = 0; r < reps; r++)  // the loops interleaved round by round
       for (int v = 0; v < LOOPS; v++) {
         double a = now();
 #pragma omp parallel

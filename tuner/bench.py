@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import torch
@@ -222,12 +222,16 @@ def report_rows(
     *,
     min_time_s: float = 0.05,
     rounds: int = 3,
-    layouts: bool = True,
+    layouts: Collection[InputLayout] = tuple(InputLayout),
     goal_rounds: int | None = None,
     goal_numel: int = LARGE_NUMEL,
 ) -> list[BenchRow]:
-    """The size sweep, then broadcast and transposed forms of the contiguous REPORT_LAYOUT_SIZE cases
-    (and KL's summed form), each timed beside its contiguous partner.
+    """The size sweep of the contiguous ``cases``, then broadcast and transposed forms of those of
+    REPORT_LAYOUT_SIZE (and KL's summed form), each timed beside its contiguous partner.
+
+    ``layouts`` picks the rows: without CONTIGUOUS the sweep's rows are left out, and the other
+    layouts' rows are still timed beside their partners (a re-measure of the transposed rows alone
+    takes a third of the 2^22 report).
 
     The rows a goal reads a ratio from take ``goal_rounds`` rounds (default ``rounds``): the layout
     rows (x over the partner) and the contiguous rows of ``goal_numel`` elements and up (% of the
@@ -237,22 +241,22 @@ def report_rows(
     rows = [
         bench_case(c, backend, min_time_s=min_time_s, rounds=goal_rounds if c.numel >= goal_numel else rounds)
         for c in cases
+        if InputLayout.CONTIGUOUS in layouts
     ]
-    if layouts:
-        size = 2 ** int(REPORT_LAYOUT_SIZE.split("^")[1])
-        for c in cases:
-            if c.numel == size and c.layout is InputLayout.CONTIGUOUS:
-                rows += [
-                    bench_case(
-                        dataclasses.replace(c, layout=lay),
-                        backend,
-                        min_time_s=min_time_s,
-                        rounds=goal_rounds,
-                        partner=c,
-                    )
-                    for lay in (InputLayout.BROADCAST, InputLayout.TRANSPOSED, InputLayout.SUMMED)
-                    if lay is not InputLayout.SUMMED or c.op is Op.KL_DIV
-                ]
+    size = 2 ** int(REPORT_LAYOUT_SIZE.split("^")[1])
+    for c in cases:
+        if c.numel == size and c.layout is InputLayout.CONTIGUOUS:
+            rows += [
+                bench_case(
+                    dataclasses.replace(c, layout=lay),
+                    backend,
+                    min_time_s=min_time_s,
+                    rounds=goal_rounds,
+                    partner=c,
+                )
+                for lay in (InputLayout.BROADCAST, InputLayout.TRANSPOSED, InputLayout.SUMMED)
+                if lay in layouts and (lay is not InputLayout.SUMMED or c.op is Op.KL_DIV)
+            ]
     return rows
 
 

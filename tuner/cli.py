@@ -43,7 +43,8 @@ def _add_case_args(p: argparse.ArgumentParser) -> None:
         help=(
             "contiguous, broadcast (target one row over 64), transposed (64-row transposed views) or"
             " summed (KL: input one row against target's 64, its gradient summed back); repeatable,"
-            " default contiguous"
+            " default contiguous (with --report: the rows the report prints, default all, each layout's"
+            " timed beside its contiguous partner)"
         ),
     )
     p.add_argument("--suite", choices=sorted(SUITES), help="a named set of cases instead of the five above")
@@ -330,6 +331,7 @@ def _report(args: argparse.Namespace) -> int:
     from tuner.bench import REPORT_SIZES, as_dicts, format_report, report_rows
     from tuner.freeze import git_commit, write_atomic
     from tuner.goals import LARGE_NUMEL, pow2
+    from tuner.problems import InputLayout
 
     _positive(args.min_time, "--min-time")
     _positive(args.rounds, "--rounds")
@@ -338,9 +340,20 @@ def _report(args: argparse.Namespace) -> int:
         args.shape = list(REPORT_SIZES)
     if not args.reduction and not args.suite:
         args.reduction = ["none", "mean"]
+    # --layout picks the report's rows; each layout row is timed beside its contiguous partner, so
+    # the cases are the contiguous ones whatever it names.
+    layouts = tuple(InputLayout.parse(x) for x in args.layout) if args.layout else tuple(InputLayout)
+    args.layout = None
     cases = _cases(args)
     start = time.time()
-    rows = report_rows(cases, args.backend, min_time_s=args.min_time, rounds=args.rounds, goal_rounds=args.goal_rounds)
+    rows = report_rows(
+        cases,
+        args.backend,
+        min_time_s=args.min_time,
+        rounds=args.rounds,
+        goal_rounds=args.goal_rounds,
+        layouts=layouts,
+    )
     commit = git_commit()[:7]
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
     header = (

@@ -188,6 +188,32 @@ def test_bench_report_sweeps_sizes_and_layouts_and_writes_files(
     assert "--goal-rounds: expected a positive number, got 0" in capsys.readouterr().err
 
 
+def test_bench_report_layout_picks_its_rows_each_beside_its_partner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--layout with --report: only the rows it names, each layout row still timed beside its
+    contiguous partner (its x over it, round by round); a layout it does not know is refused by name
+    before anything is measured or written."""
+    from tuner import bench
+
+    monkeypatch.setattr(bench, "REPORT_LAYOUT_SIZE", "2^12")
+    argv = ["bench", "--report", "--op", "l1", "--op", "kl_div", "--shape", "2^12", "--reduction", "mean"]
+    timing = ["--min-time", "0.002", "--rounds", "1", "--goal-rounds", "2"]
+    assert main([*argv, *timing, "--layout", "transposed", "--layout", "summed", "--out", str(tmp_path / "r")]) == 0
+    rows = json.loads((tmp_path / "r.json").read_text())["rows"]
+    assert [(r["op"], r["case"]) for r in rows] == [
+        ("l1", "transposed"),
+        ("kl_div", "transposed"),
+        ("kl_div", "summed"),
+    ]
+    assert all(len(r["contiguous_x_rounds"]) == 2 and r["contiguous_s"] > 0 for r in rows)
+    assert "transposed (" in capsys.readouterr().out
+    assert main([*argv, *timing, "--layout", "diagonal", "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "layout: expected one of contiguous, broadcast, transposed, summed, got 'diagonal'" in err
+    assert not list(tmp_path.glob("bad*"))
+
+
 def test_help_lists_every_subcommand_in_plain_words(capsys: pytest.CaptureFixture[str]) -> None:
     """argparse formats help strings with %: a bare '% r' once printed the action's dict into it."""
     with pytest.raises(SystemExit) as done:

@@ -416,6 +416,9 @@ def _finalists(bench: _Bench, sweep: Sweep, study: optuna.Study, opts: TuneOptio
     winner = min(range(len(contenders)), key=lambda i: medians[i])
     # the default against itself: never kept
     keep, gain, noise = decide(list(timed[0].medians), list(timed[winner].medians))
+    # Each round's best candidate over the default, kept so that another gate can be tried on the
+    # journal's decisions (performance.md, section 73: one slow round vetoes a winner on this host).
+    round_ratios = [w / d for w, d in zip(timed[winner].medians, timed[0].medians, strict=True)]
     chosen = winner if keep else 0
     cfg, trial_number = contenders[chosen]
     nbytes = bench.bytes()
@@ -431,6 +434,7 @@ def _finalists(bench: _Bench, sweep: Sweep, study: optuna.Study, opts: TuneOptio
         "best_candidate": contenders[winner][0].to_dict(),
         "best_candidate_gain": gain,
         "noise": noise,
+        "round_ratios": round_ratios,
         "speedup_vs_default": default_median / medians[chosen],
         "speedup_vs_vendor": medians[-1] / medians[chosen],
         "bytes": nbytes,

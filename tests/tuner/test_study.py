@@ -51,6 +51,11 @@ def test_default_is_the_first_trial_and_failures_never_win(storage: str) -> None
     assert first.user_attrs["config"]["tile"] == 4096 and first.user_attrs["config"]["cores"] == 1  # the default
     assert result.final["config"]["variant"] in ("flat", "strided")
     assert study.user_attrs["final"]["kernel_hash"] and study.user_attrs["space_hash"]
+    # the decision's rounds, each the best candidate's median over the default's, as decide saw them
+    final = study.user_attrs["final"]
+    assert len(final["round_ratios"]) == 2 and all(r > 0 for r in final["round_ratios"])
+    keep, _, noise = st.decide([1.0, 1.0], final["round_ratios"])
+    assert keep == final["tuned"] and noise == pytest.approx(final["noise"])
 
 
 def test_space_seeds_run_right_after_the_default_plumbing_cpu_space_given_seeds(

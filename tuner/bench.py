@@ -230,8 +230,9 @@ def report_rows(
     REPORT_LAYOUT_SIZE (and KL's summed form), each timed beside its contiguous partner.
 
     ``layouts`` picks the rows: without CONTIGUOUS the sweep's rows are left out, and the other
-    layouts' rows are still timed beside their partners (a re-measure of the transposed rows alone
-    takes a third of the 2^22 report).
+    layouts' rows are still timed beside their partners (the 16-bit transposed rows of four ops
+    alone took 355 s on the Zen 3, performance.md section 73, where the whole 2^22 report of those
+    cases ran past 12 minutes).
 
     The rows a goal reads a ratio from take ``goal_rounds`` rounds (default ``rounds``): the layout
     rows (x over the partner) and the contiguous rows of ``goal_numel`` elements and up (% of the

@@ -375,6 +375,12 @@ MIN_GAIN = 0.02
 UNMEASURED_DRAWS = 8
 
 
+def round_ratios(default: list[float], winner: list[float]) -> list[float]:
+    """Each round's winner median over the default's: what ``decide`` judges, and what a study's
+    decision records (``final["round_ratios"]``) so another gate can be replayed on it."""
+    return [w / d for w, d in zip(winner, default, strict=True)]
+
+
 def decide(default: list[float], winner: list[float]) -> tuple[bool, float, float]:
     """Whether the winner's round medians beat the default's: (keep, gain, noise).
 
@@ -385,7 +391,7 @@ def decide(default: list[float], winner: list[float]) -> tuple[bool, float, floa
     the default against 1.4x wins at 2^23-2^24 (results/performance.md, section 15). ``noise`` is
     the relative spread of that ratio, reported beside the gain.
     """
-    ratios = [w / d for w, d in zip(winner, default, strict=True)]
+    ratios = round_ratios(default, winner)
     noise = (max(ratios) - min(ratios)) / statistics.median(ratios) if len(ratios) > 1 else 0.0
     gain = 1.0 - statistics.median(winner) / statistics.median(default)
     return max(ratios) <= 1.0 - MIN_GAIN, gain, noise
@@ -415,10 +421,8 @@ def _finalists(bench: _Bench, sweep: Sweep, study: optuna.Study, opts: TuneOptio
     default_median = medians[0]
     winner = min(range(len(contenders)), key=lambda i: medians[i])
     # the default against itself: never kept
-    keep, gain, noise = decide(list(timed[0].medians), list(timed[winner].medians))
-    # Each round's best candidate over the default, kept so that another gate can be tried on the
-    # journal's decisions (performance.md, section 73: one slow round vetoes a winner on this host).
-    round_ratios = [w / d for w, d in zip(timed[winner].medians, timed[0].medians, strict=True)]
+    default_rounds, winner_rounds = list(timed[0].medians), list(timed[winner].medians)
+    keep, gain, noise = decide(default_rounds, winner_rounds)
     chosen = winner if keep else 0
     cfg, trial_number = contenders[chosen]
     nbytes = bench.bytes()
@@ -434,7 +438,9 @@ def _finalists(bench: _Bench, sweep: Sweep, study: optuna.Study, opts: TuneOptio
         "best_candidate": contenders[winner][0].to_dict(),
         "best_candidate_gain": gain,
         "noise": noise,
-        "round_ratios": round_ratios,
+        # kept so that another gate can be replayed on the journal's decisions (performance.md,
+        # section 73: one slow round vetoes a winner on a noisy host)
+        "round_ratios": round_ratios(default_rounds, winner_rounds),
         "speedup_vs_default": default_median / medians[chosen],
         "speedup_vs_vendor": medians[-1] / medians[chosen],
         "bytes": nbytes,

@@ -197,6 +197,15 @@ def _usable(
     return config
 
 
+EXACT = "exact"  # lookup's source for an entry of the problem's own bucket: "frozen <file> [exact 2^N]"
+
+
+def is_exact(source: str) -> bool:
+    """Whether an executor's config_source is a table's exact entry (the one --freeze replaces), not
+    a nearest bucket's, a common config or the default."""
+    return source.startswith("frozen ") and f"[{EXACT} " in source
+
+
 def lookup(
     backend: str, device: str | tuple[str, ...], key: ProblemKey, space: Space, root: Path | None = None
 ) -> tuple[Tiling, str] | None:
@@ -209,7 +218,7 @@ def lookup(
         for entry in (e for e in table.entries if _matches(e, key, bucket=True)):
             config = _usable(table, entry, space, backend)
             if config is not None:
-                return config, f"frozen {table.path.name} [exact 2^{key.bucket}]"
+                return config, f"frozen {table.path.name} [{EXACT} 2^{key.bucket}]"
     for table in tables:
         near = sorted(  # an entry without a whole-number bucket has no distance: not a nearest one
             (

@@ -215,6 +215,14 @@ def _tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _frozen_as(final: dict[str, object]) -> str:
+    """What --freeze writes: the default, a tuned config, or the table's incumbent held because no
+    contender beat it in every round (tuner.study.settle)."""
+    if final.get("baseline") == "incumbent" and not final.get("switched"):
+        return "incumbent"
+    return "tuned" if final.get("tuned") else "default"
+
+
 def _summary(rows: list[dict[str, object]]) -> str:
     head = ("case", "trials", "failures", "best config", "x default", "noise", "frozen", "x vendor")
     lines = [head]
@@ -230,7 +238,7 @@ def _summary(rows: list[dict[str, object]]) -> str:
                 config,
                 f"{1 / (1 - float(r.get('best_candidate_gain', 0.0))):.2f}",
                 f"{float(r.get('noise', 0.0)):.1%}",
-                "tuned" if r.get("tuned") else "default",
+                _frozen_as(r),
                 f"{float(r.get('speedup_vs_vendor', 0.0)):.2f}",
             )
         )

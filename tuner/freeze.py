@@ -81,6 +81,8 @@ def _entry(row: dict[str, object], commit: str, vers: dict[str, str]) -> dict[st
         "kernel_hash": final["kernel_hash"],
         "space_hash": row["space_hash"],
         "case": row.get("case"),
+        # the table's entry held against this run's contenders (tuner.study.settle): measured again, not won again
+        **({"held": True} if final.get("baseline") == "incumbent" and not final.get("switched") else {}),
         # tuner.restamp's note, where the study's decision was carried over a kernel edit
         **({"restamped": final["restamped"]} if "restamped" in final else {}),
     }

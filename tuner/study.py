@@ -3,9 +3,11 @@
 Every trial is checked against the float64 reference before it is timed; a config that breaks a
 space constraint, fails to compile, raises, gives wrong values or runs past the time limit is
 recorded with its reason and never wins. The backend default, the frozen config and the space's
-seeds (Space.seeds: CUDA's large steps) are enqueued first. After the search the best finalists
-and the default are re-measured interleaved; the winner is kept only if it beats the default by 2%
-or more in every one of those rounds.
+seeds (Space.seeds: CUDA's large steps) are enqueued first. After the search the best finalists,
+the default and the incumbent (the config the device's table gives this exact problem today) are
+re-measured interleaved; the fastest replaces the incumbent, or the default where there is none,
+only if it beats it by 2% or more in every one of those rounds. A change of what the op package
+picks needs that evidence both ways: a tune on a loaded host keeps the table it would freeze.
 """
 
 from __future__ import annotations
@@ -375,42 +377,70 @@ MIN_GAIN = 0.02
 UNMEASURED_DRAWS = 8
 
 
-def round_ratios(default: list[float], winner: list[float]) -> list[float]:
-    """Each round's winner median over the default's: what ``decide`` judges, and what a study's
+def round_ratios(baseline: list[float], winner: list[float]) -> list[float]:
+    """Each round's winner median over the baseline's: what ``decide`` judges, and what a study's
     decision records (``final["round_ratios"]``) so another gate can be replayed on it."""
-    return [w / d for w, d in zip(winner, default, strict=True)]
+    return [w / d for w, d in zip(winner, baseline, strict=True)]
 
 
-def decide(default: list[float], winner: list[float]) -> tuple[bool, float, float]:
-    """Whether the winner's round medians beat the default's: (keep, gain, noise).
+def decide(baseline: list[float], winner: list[float]) -> tuple[bool, float, float]:
+    """Whether the winner's round medians beat the baseline's: (keep, gain, noise).
 
     Both ran in every round, in shuffled order, so the comparison is paired, round by round: the
-    winner is kept only if it was faster than the default by MIN_GAIN or more in every round. A
+    winner is kept only if it was faster than the baseline by MIN_GAIN or more in every round. A
     slow spell of the shared host that hits one round slows both and cancels in their ratio; the
     old gate (gain over the spread of each side's own round medians) counted it as noise and kept
     the default against 1.4x wins at 2^23-2^24 (results/performance.md, section 15). ``noise`` is
     the relative spread of that ratio, reported beside the gain.
     """
-    ratios = round_ratios(default, winner)
+    ratios = round_ratios(baseline, winner)
     noise = (max(ratios) - min(ratios)) / statistics.median(ratios) if len(ratios) > 1 else 0.0
-    gain = 1.0 - statistics.median(winner) / statistics.median(default)
+    gain = 1.0 - statistics.median(winner) / statistics.median(baseline)
     return max(ratios) <= 1.0 - MIN_GAIN, gain, noise
 
 
-def _finalists(bench: _Bench, sweep: Sweep, study: optuna.Study, opts: TuneOptions) -> dict[str, object]:
-    """Re-measure the best few and the default interleaved, decide what to freeze."""
+@dataclass(frozen=True)
+class Settled:
+    """The finalists' decision: indices into the contenders, and what the gate saw."""
+
+    chosen: int
+    winner: int  # the lowest median of all
+    switched: bool  # the winner replaced the baseline
+    noise: float
+    ratios: list[float]  # each round's winner over the baseline
+
+
+def settle(medians: list[float], rounds: list[list[float]], baseline: int) -> Settled:
+    """Which contender the table gets: the one with the lowest median, if ``decide`` keeps it
+    against ``baseline`` (the incumbent, or the default where the table has no exact entry), else
+    the baseline. The incumbent is held to the same gate as any challenger: the default replaces
+    it only by beating it in every round. A loaded host, whose rounds disagree, changes nothing;
+    before, every such decision fell back to the default and --freeze wrote it over 4 of 28
+    tuned entries (performance.md, section 73)."""
+    winner = min(range(len(medians)), key=lambda i: medians[i])
+    keep, _, noise = decide(rounds[baseline], rounds[winner])  # the baseline against itself: never kept
+    return Settled(winner if keep else baseline, winner, keep, noise, round_ratios(rounds[baseline], rounds[winner]))
+
+
+def _finalists(
+    bench: _Bench, sweep: Sweep, study: optuna.Study, opts: TuneOptions, incumbent: Tiling | None = None
+) -> dict[str, object]:
+    """Re-measure the best few, the default and the incumbent interleaved, decide what to freeze."""
     space = sweep.space
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     done = [t for t in complete if sweep.holds(t)]
     done.sort(key=lambda t: t.value)
+    held = [] if incumbent is None or incumbent == space.default else [incumbent]
     best: list[tuple[Tiling, int]] = []
     for t in done:
         config = _config_from_params(space, t.params)
-        if config not in [c for c, _ in best] and config != space.default:
+        if config not in [c for c, _ in best] and config != space.default and config not in held:
             best.append((config, t.number))
         if len(best) == opts.finalists:
             break
-    contenders = [(space.default, -1), *best]
+    # the incumbent's best trial (phase one's lookup enqueued it at the start of the sweep)
+    held_trials = [next((t.number for t in done if _config_from_params(space, t.params) == c), -1) for c in held]
+    contenders = [(space.default, -1), *zip(held, held_trials, strict=True), *best]
     executors = [bench.executor(c) for c, _ in contenders]
     vendor = bench.case.baseline()
     vendor_run = lambda _: vendor(bench.g, bench.x, bench.t)  # noqa: E731
@@ -419,28 +449,28 @@ def _finalists(bench: _Bench, sweep: Sweep, study: optuna.Study, opts: TuneOptio
     summaries = [t.summary() for t in timed]
     medians = [t.median_s for t in timed]
     default_median = medians[0]
-    winner = min(range(len(contenders)), key=lambda i: medians[i])
-    # the default against itself: never kept
-    default_rounds, winner_rounds = list(timed[0].medians), list(timed[winner].medians)
-    keep, gain, noise = decide(default_rounds, winner_rounds)
-    chosen = winner if keep else 0
+    settled = settle(medians[:-1], [list(t.medians) for t in timed[:-1]], baseline=len(held))
+    chosen, winner = settled.chosen, settled.winner
     cfg, trial_number = contenders[chosen]
     nbytes = bench.bytes()
     return {
         "config": cfg.to_dict(),
         "trial": trial_number,
-        "tuned": keep,
+        "tuned": chosen != 0,
+        "baseline": "incumbent" if held else "default",
+        "incumbent": held[0].to_dict() if held else None,
+        "switched": settled.switched,
         "median_s": medians[chosen],
         "p20_s": summaries[chosen].p20_s,
         "p80_s": summaries[chosen].p80_s,
         "default_median_s": default_median,
         "vendor_median_s": medians[-1],
         "best_candidate": contenders[winner][0].to_dict(),
-        "best_candidate_gain": gain,
-        "noise": noise,
+        "best_candidate_gain": 1.0 - medians[winner] / default_median,
+        "noise": settled.noise,
         # kept so that another gate can be replayed on the journal's decisions (performance.md,
-        # section 73: one slow round vetoes a winner on a noisy host)
-        "round_ratios": round_ratios(default_rounds, winner_rounds),
+        # section 73: one slow round vetoes a winner on a noisy host); over the baseline
+        "round_ratios": settled.ratios,
         "speedup_vs_default": default_median / medians[chosen],
         "speedup_vs_vendor": medians[-1] / medians[chosen],
         "bytes": nbytes,
@@ -519,7 +549,8 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
             callbacks=callbacks,
             gc_after_trial=False,
         )
-    final = _finalists(bench, sweep, study, opts)
+    incumbent = base.config if frozen.is_exact(base.config_source) else None  # what --freeze would replace
+    final = _finalists(bench, sweep, study, opts, incumbent)
     final["kernel_hash"] = sweep.kernel
     if sweep.same:  # the finalists ranked on trials of those kernels too: they keep counting
         final["same_kernels"] = sorted(sweep.same)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,11 +14,12 @@ import optuna
 import pytest
 import torch
 
-from kernels import frozen
+from kernels import backends, frozen
 from kernels.modes import Op, Reduction
 from kernels.tiling import Space
 from tuner import study as st
 from tuner.cli import main
+from tuner.freeze import freeze, write_atomic
 from tuner.problems import Case
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +57,72 @@ def test_default_is_the_first_trial_and_failures_never_win(storage: str) -> None
     final = study.user_attrs["final"]
     assert len(final["round_ratios"]) == 2 and all(r > 0 for r in final["round_ratios"])
     keep, _, noise = st.decide([1.0, 1.0], final["round_ratios"])
-    assert keep == final["tuned"] and noise == pytest.approx(final["noise"])
+    assert keep == final["switched"] and noise == pytest.approx(final["noise"])
+
+
+def test_a_tune_holds_the_tables_exact_entry_to_the_gate_it_holds_a_challenger_to(
+    storage: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The table in tmp_path gives CASE an exact entry that is not the default: the incumbent. The
+    # finalists measure it beside the default, and what the study records (and --freeze writes) is
+    # the incumbent unless the fastest beat it in every round.
+    ex = st._Bench.make(CASE, "cpu").executor(None)
+    space, key = ex.space, ex.key
+    incumbent = next(c for c in space if c != space.default and c.cores == space.default.cores)
+    entry = {
+        "op": key.op.value,
+        "dtype": key.dtype,
+        "bucket": key.bucket,
+        "grad_kind": key.grad_kind.value,
+        "layout": key.layout.value,
+        "reduction_kind": key.reduction_kind,
+        "config": incumbent.to_dict(),
+        "space_hash": space.hash,
+        "kernel_hash": frozen.kernel_hash("cpu", key.op.value),
+    }
+    table = {"schema_version": frozen.SCHEMA_VERSION, "entries": [entry], "common": {}}
+    write_atomic(frozen.config_path("cpu", backends.get("cpu").facts().name, tmp_path), table)
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(frozen, "CONFIG_DIR", tmp_path)
+            frozen.reset()
+            assert frozen.is_exact(st._Bench.make(CASE, "cpu").executor(None).config_source)
+            result = st.tune_case(CASE, st.TuneOptions(storage=storage, min_time_s=0.002, rounds=3, trials=4))
+    finally:
+        frozen.reset()
+    final = result.final
+    assert final["baseline"] == "incumbent" and final["incumbent"] == incumbent.to_dict()
+    assert final["trial"] >= 0  # the incumbent was a trial of the sweep, enqueued from the table
+    switched = st.decide([1.0] * 3, final["round_ratios"])[0]  # the rounds are over the incumbent's
+    assert final["switched"] == switched
+    assert final["config"] == (final["best_candidate"] if switched else incumbent.to_dict())
+    assert final["tuned"] == (final["config"] != space.default.to_dict())
+    # --freeze writes the decision, and marks an incumbent held without a win in this run
+    path, _ = freeze(storage, "cpu", root=tmp_path / "out")
+    (written,) = json.loads(path.read_text())["entries"]
+    assert written["config"] == final["config"] and written.get("held", False) == (not final["switched"])
+
+
+def test_settle_keeps_the_incumbent_when_the_rounds_disagree() -> None:
+    # each row a contender's round medians: the default, the incumbent, a challenger
+    rounds = [[8.0, 12.0, 8.0], [9.0, 9.0, 9.0], [10.0, 10.0, 10.0]]  # round 2 hit the default
+    held = st.settle([sorted(r)[1] for r in rounds], rounds, baseline=1)
+    assert held.winner == 0 and held.chosen == 1 and not held.switched
+    assert held.ratios == pytest.approx([8 / 9, 12 / 9, 8 / 9])
+    rounds = [[10.0, 10.0, 10.0], [8.0, 12.0, 8.0], [9.0, 9.0, 9.0]]  # the incumbent is fastest
+    held = st.settle([sorted(r)[1] for r in rounds], rounds, baseline=1)
+    assert held.winner == 1 and held.chosen == 1 and not held.switched
+
+
+def test_settle_replaces_the_incumbent_only_with_a_win_in_every_round() -> None:
+    rounds = [[10.0, 10.2, 9.9], [11.0, 11.5, 10.8], [8.0, 8.1, 7.9]]  # the challenger: ~27% every round
+    settled = st.settle([sorted(r)[1] for r in rounds], rounds, baseline=1)
+    assert settled.chosen == 2 and settled.switched
+    rounds = [[10.0, 10.2, 9.9], [11.0, 11.5, 10.8], [12.0, 12.0, 12.0]]  # the default beats its incumbent
+    settled = st.settle([sorted(r)[1] for r in rounds], rounds, baseline=1)
+    assert settled.chosen == 0 and settled.switched
+    settled = st.settle([10.0, 9.45], [[10.0, 10.0], [9.0, 9.9]], baseline=0)  # no incumbent: 1% in round 2
+    assert settled.chosen == 0 and settled.winner == 1 and not settled.switched
 
 
 def test_space_seeds_run_right_after_the_default_plumbing_cpu_space_given_seeds(

@@ -267,6 +267,8 @@ def _pages(d: SiteData) -> dict[str, tuple[str, list[tuple[str, str, str]]]]:
                             "case",
                             "trials",
                             "tuned",
+                            "baseline",  # what the finalists had to beat: the default or the table's incumbent
+                            "switched",
                             "tile",
                             "cores",
                             "variant",

@@ -224,6 +224,8 @@ def _frozen_as(final: dict[str, object]) -> str:
 
 
 def _summary(rows: list[dict[str, object]]) -> str:
+    from tuner.study import busy_host
+
     head = ("case", "trials", "failures", "best config", "x default", "noise", "frozen", "x vendor")
     lines = [head]
     for r in rows:
@@ -238,7 +240,7 @@ def _summary(rows: list[dict[str, object]]) -> str:
                 config,
                 f"{1 / (1 - float(r.get('best_candidate_gain', 0.0))):.2f}",
                 f"{float(r.get('noise', 0.0)):.1%}",
-                _frozen_as(r),
+                _frozen_as(r) + (" (busy host)" if busy_host(r) else ""),
                 f"{float(r.get('speedup_vs_vendor', 0.0)):.2f}",
             )
         )

@@ -445,7 +445,9 @@ def _finalists(
     vendor = bench.case.baseline()
     vendor_run = lambda _: vendor(bench.g, bench.x, bench.t)  # noqa: E731
     runs = [bench.runner(ex) for ex in executors] + [vendor_run]
+    load1 = [os.getloadavg()[0]]
     timed = timing.interleaved(runs, bench.out.device, rounds=opts.rounds, min_time_s=opts.min_time_s, seed=opts.seed)
+    load1.append(os.getloadavg()[0])
     summaries = [t.summary() for t in timed]
     medians = [t.median_s for t in timed]
     default_median = medians[0]
@@ -475,7 +477,24 @@ def _finalists(
         "speedup_vs_vendor": medians[-1] / medians[chosen],
         "bytes": nbytes,
         "gbps": nbytes / medians[chosen] / 1e9,
+        # the host's 1-minute load average as the finalists started and ended, and its CPUs: what
+        # explains a decision taken on a busy host (busy_host)
+        "load1": load1,
+        "cpus": os.cpu_count() or 1,
     }
+
+
+def busy_host(final: dict[str, object]) -> bool:
+    """Whether a decision's finalists ran with at least one runnable thread more than the host has
+    CPUs, beyond the tuner's own. Then its rounds time the contention, not the kernels: beside a
+    two-worker test run on 2 cores, every 2-thread launch at 2^16 waited out a scheduler slice
+    (8 ms medians against 26 us alone) and a one-thread config won each round by 290x
+    (performance.md, section 74). Decisions from before the load was recorded are not busy."""
+    load1 = final.get("load1")
+    cpus = final.get("cpus")
+    if not isinstance(load1, list) or not load1 or not isinstance(cpus, int):
+        return False
+    return max(float(v) for v in load1) >= cpus + 1
 
 
 def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None = None) -> StudyResult:
@@ -555,6 +574,14 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     if sweep.same:  # the finalists ranked on trials of those kernels too: they keep counting
         final["same_kernels"] = sorted(sweep.same)
     study.set_user_attr("final", final)
+    if busy_host(final):
+        log.warning(
+            "%s: decided on a busy host (1-minute load %s on %d CPUs): its rounds time the contention, "
+            "not the kernels; tune it again on a quiet host before freezing",
+            name,
+            "-".join(f"{v:.1f}" for v in final["load1"]),  # type: ignore[union-attr]
+            final["cpus"],
+        )
     trials = study.get_trials(deepcopy=False)
     failures = {k: sum(1 for t in trials if t.user_attrs.get("failure") == k) for k in FAILURE_KINDS}
     return StudyResult(name, case, len(trials), {k: v for k, v in failures.items() if v}, final)

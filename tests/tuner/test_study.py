@@ -442,3 +442,26 @@ def test_decide_keeps_only_a_winner_that_gains_the_floor_in_every_round() -> Non
     assert not st.decide([10.0, 10.0, 10.0], [5.0, 5.0, 10.5])[0]  # slower in round 3
     assert not st.decide([10.0, 10.0, 10.0], [9.0, 9.0, 9.9])[0]  # round 3: 1%, under MIN_GAIN
     assert not st.decide([10.0, 10.0], [10.0, 10.0])[0]  # the default against itself
+
+
+def test_busy_host_is_a_load_of_one_runnable_thread_more_than_the_cpus() -> None:
+    assert st.busy_host({"load1": [1.2, 3.0], "cpus": 2})
+    assert not st.busy_host({"load1": [1.2, 2.9], "cpus": 2})
+    assert not st.busy_host({"noise": 0.1})  # decided before the load was recorded
+
+
+def test_plumbing_with_a_mocked_load_average_a_decision_on_a_busy_host_is_recorded_and_warned(
+    storage: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The load average is the one thing mocked: the host's own is whatever the test run makes it.
+    cpus = os.cpu_count() or 1
+    monkeypatch.setattr(st.os, "getloadavg", lambda: (cpus + 1.5, 0.0, 0.0))
+    with caplog.at_level("WARNING", logger="losstune"):
+        result = st.tune_case(CASE, st.TuneOptions(storage=storage, min_time_s=0.002, rounds=2, trials=3))
+    assert result.final["load1"] == [cpus + 1.5, cpus + 1.5] and result.final["cpus"] == cpus
+    assert any("decided on a busy host" in r.getMessage() and result.name in r.getMessage() for r in caplog.records)
+    monkeypatch.setattr(st.os, "getloadavg", lambda: (0.5, 0.0, 0.0))
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="losstune"):
+        quiet = st.tune_case(CASE, st.TuneOptions(storage=storage, min_time_s=0.002, rounds=2, trials=3))
+    assert not st.busy_host(quiet.final) and not any("busy host" in r.getMessage() for r in caplog.records)

@@ -430,17 +430,18 @@ def _finalists(
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     done = [t for t in complete if sweep.holds(t)]
     done.sort(key=lambda t: t.value)
-    held = [] if incumbent is None or incumbent == space.default else [incumbent]
+    # The incumbent stands only on a checked trial of this sweep (phase one's lookup enqueued it at
+    # the sweep's start): one that failed the reference check, or never ran, is not defended.
+    held_trial = next((t.number for t in done if _config_from_params(space, t.params) == incumbent), None)
+    held = [(incumbent, held_trial)] if incumbent not in (None, space.default) and held_trial is not None else []
     best: list[tuple[Tiling, int]] = []
     for t in done:
         config = _config_from_params(space, t.params)
-        if config not in [c for c, _ in best] and config != space.default and config not in held:
+        if config not in [c for c, _ in [*held, *best]] and config != space.default:
             best.append((config, t.number))
         if len(best) == opts.finalists:
             break
-    # the incumbent's best trial (phase one's lookup enqueued it at the start of the sweep)
-    held_trials = [next((t.number for t in done if _config_from_params(space, t.params) == c), -1) for c in held]
-    contenders = [(space.default, -1), *zip(held, held_trials, strict=True), *best]
+    contenders = [(space.default, -1), *held, *best]
     executors = [bench.executor(c) for c, _ in contenders]
     vendor = bench.case.baseline()
     vendor_run = lambda _: vendor(bench.g, bench.x, bench.t)  # noqa: E731
@@ -460,7 +461,7 @@ def _finalists(
         "trial": trial_number,
         "tuned": chosen != 0,
         "baseline": "incumbent" if held else "default",
-        "incumbent": held[0].to_dict() if held else None,
+        "incumbent": held[0][0].to_dict() if held else None,
         "switched": settled.switched,
         "median_s": medians[chosen],
         "p20_s": summaries[chosen].p20_s,

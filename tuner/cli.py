@@ -7,7 +7,9 @@ option dataclasses and calls it; every subcommand is tested with argv.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -188,14 +190,20 @@ def _tune(args: argparse.Namespace) -> int:
     )
     results = []
     bar = None
+    redirect: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     if not args.no_progress and not args.json:
         from tqdm import tqdm
+        from tqdm.contrib.logging import logging_redirect_tqdm
 
         bar = tqdm(unit="trial", file=sys.stderr, dynamic_ncols=True)
-    for case in cases:
-        if bar is not None:
-            bar.set_description(case.label())
-        results.append(tune_case(case, opts, progress=(bar.update if bar is not None else None)))
+        # the tuner's warnings (a busy host, a resume that sweeps again) on lines of their own, not
+        # glued to the bar's
+        redirect = logging_redirect_tqdm(loggers=[logging.getLogger("losstune")])
+    with redirect:
+        for case in cases:
+            if bar is not None:
+                bar.set_description(case.label())
+            results.append(tune_case(case, opts, progress=(bar.update if bar is not None else None)))
     if bar is not None:
         bar.close()
     if args.json:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,17 @@ def test_help_lists_every_subcommand_in_plain_words(capsys: pytest.CaptureFixtur
     for command in ("tune", "show", "freeze", "restamp", "bench", "goals", "doctor", "dashboard", "machine"):
         assert command in text
     assert "GB/s, % roofline" in " ".join(text.split()) and "option_strings" not in text
+
+
+def test_plumbing_with_a_mocked_load_average_tune_warns_of_a_busy_host_on_a_line_of_its_own(
+    storage: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Only the load average is mocked; the progress bar is on, as a user runs tune.
+    from tuner import study
+
+    monkeypatch.setattr(study.os, "getloadavg", lambda: ((os.cpu_count() or 1) + 2.0, 0.0, 0.0))
+    assert main(["tune", *QUICK, "--storage", storage, "--trials", "3", "--min-time", "0.002"]) == 0
+    captured = capsys.readouterr()
+    warned = [line for line in captured.err.replace("\r", "\n").splitlines() if "decided on a busy host" in line]
+    assert warned and all(line.startswith("cpu-") for line in warned), captured.err
+    assert "(busy host)" in captured.out  # the summary marks the decision too

@@ -7,7 +7,8 @@ seeds (Space.seeds: CUDA's large steps) are enqueued first. After the search the
 the default and the incumbent (the config the device's table gives this exact problem today) are
 re-measured interleaved; the fastest replaces the incumbent, or the default where there is none,
 only if it beats it by 2% or more in every one of those rounds. A change of what the op package
-picks needs that evidence both ways: a tune on a loaded host keeps the table it would freeze.
+picks needs that evidence both ways: a tune whose rounds disagree (a busy host's, as a rule)
+keeps the table it would freeze. Each decision records the host's load (busy_host).
 """
 
 from __future__ import annotations
@@ -414,7 +415,7 @@ def settle(medians: list[float], rounds: list[list[float]], baseline: int) -> Se
     """Which contender the table gets: the one with the lowest median, if ``decide`` keeps it
     against ``baseline`` (the incumbent, or the default where the table has no exact entry), else
     the baseline. The incumbent is held to the same gate as any challenger: the default replaces
-    it only by beating it in every round. A loaded host, whose rounds disagree, changes nothing;
+    it only by beating it in every round. Rounds that disagree (a busy host's) change nothing;
     before, every such decision fell back to the default and --freeze wrote it over 4 of 28
     tuned entries (performance.md, section 73)."""
     winner = min(range(len(medians)), key=lambda i: medians[i])

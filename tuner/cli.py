@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -169,7 +168,7 @@ def _positive(value: float | int | None, name: str) -> None:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from tuner.study import TuneOptions, tune_case
+    from tuner.study import TuneOptions, log, tune_case
 
     _positive(args.trials, "--trials")
     _positive(args.timeout, "--timeout")
@@ -198,7 +197,7 @@ def _tune(args: argparse.Namespace) -> int:
         bar = tqdm(unit="trial", file=sys.stderr, dynamic_ncols=True)
         # the tuner's warnings (a busy host, a resume that sweeps again) on lines of their own, not
         # glued to the bar's
-        redirect = logging_redirect_tqdm(loggers=[logging.getLogger("losstune")])
+        redirect = logging_redirect_tqdm(loggers=[log])
     with redirect:
         for case in cases:
             if bar is not None:
@@ -226,7 +225,9 @@ def _tune(args: argparse.Namespace) -> int:
 def _frozen_as(final: dict[str, object]) -> str:
     """What --freeze writes: the default, a tuned config, or the table's incumbent held because no
     contender beat it in every round (tuner.study.settle)."""
-    if final.get("baseline") == "incumbent" and not final.get("switched"):
+    from tuner.study import held
+
+    if held(final):
         return "incumbent"
     return "tuned" if final.get("tuned") else "default"
 

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from kernels import frozen
-from tuner.study import ROOT, study_rows
+from tuner.study import ROOT, held, study_rows
 
 KEY_FIELDS = ("op", "dtype", "bucket", "grad_kind", "layout", "reduction_kind")
 
@@ -82,7 +82,7 @@ def _entry(row: dict[str, object], commit: str, vers: dict[str, str]) -> dict[st
         "space_hash": row["space_hash"],
         "case": row.get("case"),
         # the table's entry held against this run's contenders (tuner.study.settle): measured again, not won again
-        **({"held": True} if final.get("baseline") == "incumbent" and not final.get("switched") else {}),
+        **({"held": True} if held(final) else {}),
         # tuner.restamp's note, where the study's decision was carried over a kernel edit
         **({"restamped": final["restamped"]} if "restamped" in final else {}),
     }

@@ -486,6 +486,12 @@ def _finalists(
     }
 
 
+def held(final: dict[str, object]) -> bool:
+    """Whether a decision kept the table's incumbent because no contender beat it in every round
+    (settle): what ``show`` calls ``incumbent`` and ``freeze`` marks ``"held"``."""
+    return final.get("baseline") == "incumbent" and not final.get("switched")
+
+
 def busy_host(final: dict[str, object]) -> bool:
     """Whether a decision's finalists ran with at least one runnable thread more than the host has
     CPUs, beyond the tuner's own. Then its rounds time the contention, not the kernels: beside a

@@ -71,7 +71,12 @@ def build(
     else:
         found = frozen.lookup(be.name, facts.lookup_names, key, space)
         chosen, source = found if found is not None else (space.default, "default")
-    return Executor(op, formula, be.name, facts.name, chosen, source, space, key, geometry, cof, grad, inp, target, out)
+    ex = Executor(op, formula, be.name, facts.name, chosen, source, space, key, geometry, cof, grad, inp, target, out)
+    # A backend may have no launcher (Triton's launch is its own Python each call): the field stays None.
+    prepare = getattr(be, "launcher", None)
+    if prepare is not None:
+        object.__setattr__(ex, "launcher", prepare(ex))  # a frozen field, set once as the plan is made
+    return ex
 
 
 PLAN_LIMIT = 1024  # distinct call signatures kept; past it the cache starts over (a training loop has few)
@@ -137,7 +142,12 @@ def clear_plans() -> None:
 
 
 def run(executor: Executor) -> None:
-    """Phase two: launch (nothing at all for an empty problem)."""
+    """Phase two: launch (nothing at all for an empty problem), through the plan's launcher where
+    its backend made one."""
+    go = executor.launcher
+    if go is not None:
+        go(executor.grad, executor.inp, executor.target, executor.out)
+        return
     if executor.empty:
         return
     backends.get(executor.backend).launch(executor)

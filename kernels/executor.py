@@ -14,6 +14,9 @@ from kernels.modes import GradKind, Layout, Op, Reduction
 from kernels.plan import Geometry, dtype_name
 from kernels.tiling import Space, Tiling
 
+# (grad, input, target, out): a launch bound to a plan, taking only the tensors (Executor.launcher)
+Launcher = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], None]
+
 
 @dataclass(frozen=True)
 class Formula:
@@ -116,6 +119,13 @@ class Executor:
     target: torch.Tensor = field(repr=False)
     out: torch.Tensor = field(repr=False)
     workspace_size: int = 0
+    # The backend's launch of this plan over any four tensors of its metadata, everything but their
+    # addresses decided once (a backend's ``launcher``; dispatch.build sets it, dispatch.run calls
+    # it): None where there is none, and the backend's ``launch`` reads the plan on every call.
+    # Not an __init__ argument, so ``dataclasses.replace`` (a plan with another formula or config,
+    # tuner.restamp) leaves it None instead of carrying a launch of the plan it came from;
+    # ``bind`` and ``unbound`` keep it, as every field.
+    launcher: Launcher | None = field(default=None, init=False, repr=False, compare=False)
 
     def bind(self, grad: Any, inp: Any, target: Any, out: Any) -> Executor:
         """This plan over other tensors with the same metadata: the plan cache's replay (kernels/dispatch.py).

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from kernels.backends import cpu_loops, slug
-from kernels.executor import Executor, Formula
+from kernels.executor import Executor, Formula, Launcher
 from kernels.modes import GradKind, Layout, Variant
 from kernels.plan import Geometry
 from kernels.tiling import DeviceFacts, Space, cpu_space, cpu_transposed_space
@@ -25,6 +25,10 @@ TAGS: dict[torch.dtype, np.ndarray] = {
     torch.float16: np.empty(0, np.int16),
     torch.bfloat16: np.empty(0, np.uint16),
 }
+
+
+def _nothing(g: torch.Tensor, x: torch.Tensor, t: torch.Tensor, o: torch.Tensor) -> None:
+    """The launch of an empty problem."""
 
 
 def span(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
@@ -268,24 +272,65 @@ class CpuBackend:
             return sets[2]
         return sets[3] if narrow and half else sets[narrow]
 
-    def launch(self, ex: Executor) -> None:
-        if ex.empty:
-            return
-        cfg, geo = ex.config, ex.geometry
+    def _loop_set(self, ex: Executor) -> tuple[cpu_loops.CpuKernels, int]:
+        """The loops ``ex`` launches from, and which build of each: 1 parallel, 0 serial."""
         # A 16-bit output of an elementwise walk is one rounding of one value: the narrow formula
         # suffices. Not for a broadcast sum: its float32 terms add up before that rounding, and a
         # sum that cancels keeps their relative error (SEMANTICS: relative 1e-5 of the magnitudes),
         # so its terms take the sum formula, accurate to about 1e-6, whatever the out dtype.
-        summed = cfg.variant is Variant.REDUCE
+        summed = ex.config.variant is Variant.REDUCE
         narrow = ex.out.dtype is not torch.float32 and not summed
         half = ex.out.dtype is torch.float16 and ex.grad.dtype is torch.float16
-        kernels = self.kernels(ex.formula, narrow, summed=summed, half=half)
-        parallel = cfg.cores > 1
-        if parallel:
-            self._loops.set_threads(cfg.cores)
-        pick = 1 if parallel else 0
+        return self.kernels(ex.formula, narrow, summed=summed, half=half), int(ex.config.cores > 1)
+
+    def launcher(self, ex: Executor) -> Launcher | None:
+        """``ex``'s contiguous launch (flat and scalar_grad loops) over any four tensors of its
+        metadata, with the loop, its build and every argument but the four addresses decided here,
+        once per plan (Executor.launcher), instead of on every launch. Reading them off the plan
+        took 4-5 us a launch on the Zen 3, against 1.8 us for the whole loop at 2^10
+        (results/performance.md, section 75). None for the walks, whose launch reads more of the
+        plan (``launch``)."""
+        if ex.empty:
+            return _nothing
+        cfg = ex.config
+        variant = cfg.variant
+        if variant is Variant.TABLE and ex.target.element_size() != 2:
+            variant = Variant.SCALAR_GRAD  # a float32 target has no table: the loop the table is built by
+        if variant is not Variant.FLAT and variant is not Variant.SCALAR_GRAD:
+            return None
+        kernels, pick = self._loop_set(ex)
+        fn = (kernels.flat if variant is Variant.FLAT else kernels.scalar_grad)[pick]
         # The input operand is not read by every formula (KL never reads self): then the target
         # stands in for it, so no memory of self is touched.
+        reads = ex.formula.reads_input
+        tg, tx, tt, to = (TAGS[v.dtype] for v in (ex.grad, ex.inp if reads else ex.target, ex.target, ex.out))
+        n, cof, cores, stream = ex.geometry.numel, ex.cof, cfg.cores, cfg.stream
+        tile, ahead = cfg.tile, cfg.tile * cfg.prefetch
+        set_threads = self._loops.set_threads
+
+        # Closure cells, one call with every argument spelled out: no tuple built or unpacked.
+        def go(g: torch.Tensor, x: torch.Tensor, t: torch.Tensor, o: torch.Tensor) -> None:
+            if pick:
+                set_threads(cores)
+            xp = (x if reads else t).data_ptr()
+            fn(g.data_ptr(), xp, t.data_ptr(), o.data_ptr(), tg, tx, tt, to, n, cof, tile, ahead, cores, stream)
+
+        return go
+
+    def launch(self, ex: Executor) -> None:
+        """Read the plan and launch it: every launch of an executor without a launcher of this
+        backend's own (dispatch.run takes the executor's where it has one)."""
+        go = self.launcher(ex)
+        if go is not None:
+            go(ex.grad, ex.inp, ex.target, ex.out)
+            return
+        cfg, geo = ex.config, ex.geometry
+        kernels, pick = self._loop_set(ex)
+        if pick:
+            self._loops.set_threads(cfg.cores)
+        if cfg.variant is Variant.TABLE:  # a 16-bit target's (the launcher took the others)
+            self._look_up(kernels, ex, pick)
+            return
         x, x_axis = (ex.inp, 1) if ex.formula.reads_input else (ex.target, 2)
         g, t, o = ex.grad, ex.target, ex.out
         operands = (
@@ -298,17 +343,7 @@ class CpuBackend:
             TAGS[t.dtype],
             TAGS[o.dtype],
         )
-        variant = cfg.variant
-        if variant is Variant.TABLE:
-            if t.element_size() == 2:
-                self._look_up(kernels, ex, pick)
-                return
-            variant = Variant.SCALAR_GRAD  # a float32 target has no table: the loop the table is built by
-        if variant is Variant.FLAT or variant is Variant.SCALAR_GRAD:
-            fn = (kernels.flat if variant is Variant.FLAT else kernels.scalar_grad)[pick]
-            fn(*operands, geo.numel, ex.cof, cfg.tile, cfg.tile * cfg.prefetch, cfg.cores, cfg.stream)
-            return
-        if variant is Variant.STRIDED:
+        if cfg.variant is Variant.STRIDED:
             walk_args = (*operands, *_walk_arrays(geo, x_axis), geo.numel, ex.cof, cfg.tile, cfg.cores)
             if geo.layout is Layout.TRANSPOSED:
                 # The inputs own the inner dim, out the outer one: the tiled walk that transposes

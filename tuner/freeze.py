@@ -3,40 +3,15 @@
 from __future__ import annotations
 
 import collections
-import importlib.metadata
 import json
 import os
-import platform
-import subprocess
 import tempfile
 from pathlib import Path
 
 from kernels import frozen
-from tuner.study import ROOT, held, study_rows
+from tuner.study import git_commit, held, study_rows, versions
 
 KEY_FIELDS = ("op", "dtype", "bucket", "grad_kind", "layout", "reduction_kind")
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return out.stdout.strip()
-
-
-def versions() -> dict[str, str]:
-    # Python's own, recorded as the packages' are. The kernel hash no longer depends on it (the
-    # canonical dump, kernels.codehash.code_hash), but a table frozen before that holds legacy hashes
-    # of ast.dump's text, current only under the minor they were hashed on (kernels.frozen._python_note
-    # names it for a stale entry; tuner.restamp.migrate_hashes moves such a table to the canonical hash).
-    found = {"python": platform.python_version()}
-    for dist in ("losstune", "torch", "numba", "triton", "optuna", "numpy"):
-        try:
-            found[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return found
 
 
 def write_atomic(path: Path, data: dict[str, object] | str) -> None:
@@ -76,8 +51,10 @@ def _entry(row: dict[str, object], commit: str, vers: dict[str, str]) -> dict[st
         "speedup_vs_vendor": final["speedup_vs_vendor"],
         "study": row["study"],
         "trial": final["trial"],
-        "git_commit": commit,
-        "versions": vers,
+        # what the decision was measured at (tuner.study records it), else, for a study decided
+        # before it did, the freeze's own: a freeze no longer restamps every entry with its commit
+        "git_commit": final.get("git_commit", commit),
+        "versions": final.get("versions", vers),
         "kernel_hash": final["kernel_hash"],
         "space_hash": row["space_hash"],
         "case": row.get("case"),

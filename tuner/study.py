@@ -14,11 +14,14 @@ keeps the table it would freeze. Each decision records the host's load (busy_hos
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import logging
 import os
+import platform
 import random
 import socket
 import statistics
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +43,30 @@ FAILURE_KINDS = ("constraint", "compile", "incorrect", "runtime", "timeout")
 # Failed trials that spend no budget: a constraint break is never compiled or run, an interrupted
 # trial's measurement never finished (its point is taken up again), a superseded one never ran.
 FREE_FAILURES = ("constraint", "interrupted", "superseded")
+
+
+def git_commit() -> str:
+    """This checkout's HEAD, or "unknown" outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
+
+
+def versions() -> dict[str, str]:
+    # Python's own, recorded as the packages' are. The kernel hash no longer depends on it (the
+    # canonical dump, kernels.codehash.code_hash), but a table frozen before that holds legacy hashes
+    # of ast.dump's text, current only under the minor they were hashed on (kernels.frozen._python_note
+    # names it for a stale entry; tuner.restamp.migrate_hashes moves such a table to the canonical hash).
+    found = {"python": platform.python_version()}
+    for dist in ("losstune", "torch", "numba", "triton", "optuna", "numpy"):
+        try:
+            found[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
+
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 log = logging.getLogger("losstune")
@@ -579,6 +606,8 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     incumbent = base.config if frozen.is_exact(base.config_source) else None  # what --freeze would replace
     final = _finalists(bench, sweep, study, opts, incumbent)
     final["kernel_hash"] = sweep.kernel
+    # What the decision was measured at: freeze writes it, not its own commit and packages.
+    final["git_commit"], final["versions"] = git_commit(), versions()
     if sweep.same:  # the finalists ranked on trials of those kernels too: they keep counting
         final["same_kernels"] = sorted(sweep.same)
     study.set_user_attr("final", final)

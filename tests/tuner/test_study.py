@@ -14,6 +14,7 @@ import optuna
 import pytest
 import torch
 
+import tuner.freeze
 from kernels import backends, frozen
 from kernels.modes import Op, Reduction
 from kernels.tiling import Space
@@ -101,6 +102,27 @@ def test_a_tune_holds_the_tables_exact_entry_to_the_gate_it_holds_a_challenger_t
     path, _ = freeze(storage, "cpu", root=tmp_path / "out")
     (written,) = json.loads(path.read_text())["entries"]
     assert written["config"] == final["config"] and written.get("held", False) == (not final["switched"])
+
+
+def test_freeze_writes_the_commit_a_decision_was_measured_at(
+    storage: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decision records its commit and packages; freeze writes those, not its own (which once
+    rewrote every entry of a table at each freeze), and its own only for a study decided before
+    decisions recorded them."""
+    result = st.tune_case(CASE, st.TuneOptions(storage=storage, min_time_s=0.002, rounds=2, trials=2))
+    assert result.final["git_commit"] == st.git_commit() and result.final["versions"] == st.versions()
+    monkeypatch.setattr(tuner.freeze, "git_commit", lambda: "f" * 40)  # a later commit, at freeze time
+    path, _ = freeze(storage, "cpu", root=tmp_path / "a")
+    (written,) = json.loads(path.read_text())["entries"]
+    assert written["git_commit"] == result.final["git_commit"] != "f" * 40
+    assert written["versions"] == result.final["versions"]
+    study = optuna.load_study(study_name=result.name, storage=st.open_storage(storage))
+    older = {k: v for k, v in study.user_attrs["final"].items() if k not in ("git_commit", "versions")}
+    study.set_user_attr("final", older)
+    path, _ = freeze(storage, "cpu", root=tmp_path / "b")
+    (written,) = json.loads(path.read_text())["entries"]
+    assert written["git_commit"] == "f" * 40
 
 
 def test_settle_keeps_the_incumbent_when_the_rounds_disagree() -> None:

@@ -128,7 +128,14 @@ def freeze(storage: str | None, backend: str, device: str | None = None, root: P
     merged = {_merge_key(e): e for e in existing}
     for row in rows:
         entry = _entry(row, commit, vers)
-        merged[_merge_key(entry)] = entry
+        key = _merge_key(entry)
+        prev, final = merged.get(key), row["final"]
+        decided_before = isinstance(final, dict) and "git_commit" not in final
+        if prev is not None and decided_before and all(prev.get(k) == entry[k] for k in ("study", "trial", "config")):
+            # A decision from before decisions recorded their commit, frozen already: the commit and
+            # packages of that freeze are the nearest known to its measurement, not this freeze's.
+            entry["git_commit"], entry["versions"] = prev.get("git_commit", commit), prev.get("versions", vers)
+        merged[key] = entry
     entries = sorted(merged.values(), key=lambda e: tuple(str(k) for k in _merge_key(e)))
     table = {
         "schema_version": frozen.SCHEMA_VERSION,

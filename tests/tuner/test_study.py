@@ -108,8 +108,8 @@ def test_freeze_writes_the_commit_a_decision_was_measured_at(
     storage: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A decision records its commit and packages; freeze writes those, not its own (which once
-    rewrote every entry of a table at each freeze), and its own only for a study decided before
-    decisions recorded them."""
+    rewrote every entry of a table at each freeze). A study decided before decisions recorded them
+    gets the freeze's own the first time it is frozen, and keeps it."""
     result = st.tune_case(CASE, st.TuneOptions(storage=storage, min_time_s=0.002, rounds=2, trials=2))
     assert result.final["git_commit"] == st.git_commit() and result.final["versions"] == st.versions()
     monkeypatch.setattr(tuner.freeze, "git_commit", lambda: "f" * 40)  # a later commit, at freeze time
@@ -120,6 +120,11 @@ def test_freeze_writes_the_commit_a_decision_was_measured_at(
     study = optuna.load_study(study_name=result.name, storage=st.open_storage(storage))
     older = {k: v for k, v in study.user_attrs["final"].items() if k not in ("git_commit", "versions")}
     study.set_user_attr("final", older)
+    path, _ = freeze(storage, "cpu", root=tmp_path / "b")
+    (written,) = json.loads(path.read_text())["entries"]
+    assert written["git_commit"] == "f" * 40
+    # frozen again later, that decision keeps the commit of the freeze that first wrote it
+    monkeypatch.setattr(tuner.freeze, "git_commit", lambda: "e" * 40)
     path, _ = freeze(storage, "cpu", root=tmp_path / "b")
     (written,) = json.loads(path.read_text())["entries"]
     assert written["git_commit"] == "f" * 40

@@ -53,6 +53,12 @@ def _add_case_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
 
 
+SKIP_BUSY_HELP = (
+    "freeze no decision taken on a busy host (1-minute load >= CPUs + 1, the one `show` marks): the"
+    " table keeps its entry for that problem; each one left out is named in a warning"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="losstune", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -84,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     tune.add_argument("--freeze", action="store_true", help="freeze the winners after tuning")
+    tune.add_argument("--skip-busy", action="store_true", help=SKIP_BUSY_HELP)
     tune.add_argument("--config-dir", type=Path, help="frozen-config root (default kernels/configs)")
     tune.add_argument("--bench", action="store_true", help="print the bench table after freezing")
     tune.add_argument("--no-progress", action="store_true")
@@ -97,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     freeze.add_argument("--backend", default="cpu")
     freeze.add_argument("--device", help="device name (default: the only one in storage)")
     freeze.add_argument("--config-dir", type=Path, help="frozen-config root (default kernels/configs)")
+    freeze.add_argument("--skip-busy", action="store_true", help=SKIP_BUSY_HELP)
 
     restamp = sub.add_parser(
         "restamp",
@@ -176,6 +184,8 @@ def _tune(args: argparse.Namespace) -> int:
     cases = _cases(args)
     if args.study_name and len(cases) != 1:
         raise ValueError(f"--study-name: expected exactly one case, got {len(cases)}")
+    if args.skip_busy and not args.freeze:
+        raise ValueError("--skip-busy: expected with --freeze (it says what a freeze leaves out), got it alone")
     opts = TuneOptions(
         backend=args.backend,
         sampler=args.sampler,
@@ -215,7 +225,7 @@ def _tune(args: argparse.Namespace) -> int:
 
         # This host's studies: a shared journal may hold other devices' too (another vector tier).
         device = backends.get(args.backend).facts().name
-        path, n = freeze(args.storage, args.backend, device, root=args.config_dir)
+        path, n = freeze(args.storage, args.backend, device, root=args.config_dir, skip_busy=args.skip_busy)
         print(f"froze {n} entries into {path}")
     if args.bench:
         return _bench(args)
@@ -280,7 +290,7 @@ def _show(args: argparse.Namespace) -> int:
 def _freeze(args: argparse.Namespace) -> int:
     from tuner.freeze import freeze
 
-    path, n = freeze(args.storage, args.backend, args.device, root=args.config_dir)
+    path, n = freeze(args.storage, args.backend, args.device, root=args.config_dir, skip_busy=args.skip_busy)
     print(f"froze {n} entries into {path}")
     return 0
 

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from kernels import frozen
-from tuner.study import git_commit, held, study_rows, versions
+from tuner.study import busy_host, git_commit, held, log, study_rows, versions
 
 KEY_FIELDS = ("op", "dtype", "bucket", "grad_kind", "layout", "reduction_kind")
 
@@ -101,8 +101,19 @@ def _best_common(entries: list[dict[str, object]]) -> dict[str, dict[str, object
     return common
 
 
-def freeze(storage: str | None, backend: str, device: str | None = None, root: Path | None = None) -> tuple[Path, int]:
-    """Merge every finished study of (backend, device) into the device's table; returns (path, entries)."""
+def freeze(
+    storage: str | None,
+    backend: str,
+    device: str | None = None,
+    root: Path | None = None,
+    *,
+    skip_busy: bool = False,
+) -> tuple[Path, int]:
+    """Merge every finished study of (backend, device) into the device's table; returns (path, entries).
+
+    ``skip_busy``: leave out the decisions taken on a busy host (tuner.study.busy_host), each named
+    in a warning; the table keeps what it held for those problems. Off by default: what a freeze
+    writes would otherwise depend on the load of the host that tuned."""
     rows = [r for r in study_rows(storage) if r.get("backend") == backend and isinstance(r.get("final"), dict)]
     if not rows:
         raise ValueError(f"storage: no finished {backend} studies to freeze in {storage or 'the default journal'}")
@@ -129,6 +140,10 @@ def freeze(storage: str | None, backend: str, device: str | None = None, root: P
     for row in rows:
         entry = _entry(row, commit, vers)
         key = _merge_key(entry)
+        if skip_busy and busy_host(row["final"]):  # type: ignore[arg-type]
+            kept = "its entry" if key in merged else "no entry"
+            log.warning("%s: decided on a busy host, not frozen (--skip-busy): the table keeps %s", row["study"], kept)
+            continue
         prev, final = merged.get(key), row["final"]
         decided_before = isinstance(final, dict) and "git_commit" not in final
         if prev is not None and decided_before and all(prev.get(k) == entry[k] for k in ("study", "trial", "config")):

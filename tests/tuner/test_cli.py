@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels import frozen
+from kernels import backends, frozen
 from kernels.backends import cpu_loops
 from tuner.cli import main
 from tuner.problems import build_cases
@@ -101,6 +101,7 @@ def test_doctor_reports_each_backend(capsys: pytest.CaptureFixture[str]) -> None
             ["tune", *QUICK, "--sampler", "grid", "--study-name", "x", "--op", "l1"],
             "--study-name: expected exactly one",
         ),
+        (["tune", *QUICK, "--skip-busy"], "--skip-busy: expected with --freeze"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_clear_error(
@@ -238,3 +239,32 @@ def test_plumbing_with_a_mocked_load_average_tune_warns_of_a_busy_host_on_a_line
     warned = [line for line in captured.err.replace("\r", "\n").splitlines() if "decided on a busy host" in line]
     assert warned and all(line.startswith("cpu-") for line in warned), captured.err
     assert "(busy host)" in captured.out  # the summary marks the decision too
+
+
+def test_plumbing_with_a_mocked_load_average_freeze_skip_busy_keeps_the_tables_entry(
+    storage: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Only the load average is mocked (a quiet host, then a busy one); tuning and freezing are real.
+    from tuner import study
+
+    tune = ["tune", *QUICK, "--storage", storage, "--trials", "3", "--min-time", "0.002", "--no-progress"]
+    table = frozen.config_path("cpu", backends.get("cpu").facts().name, tmp_path)
+
+    def entry() -> dict[str, object]:
+        (only,) = json.loads(table.read_text())["entries"]
+        return only
+
+    monkeypatch.setattr(study.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert main([*tune, "--freeze", "--config-dir", str(tmp_path)]) == 0
+    quiet = entry()
+    monkeypatch.setattr(study.os, "getloadavg", lambda: ((os.cpu_count() or 1) + 2.0, 0.0, 0.0))
+    assert main(tune) == 0  # the resume decides again, on a busy host
+    (busy,) = [r["final"] for r in study.study_rows(storage)]
+    assert study.busy_host(busy) and busy["median_s"] != quiet["median_s"]
+    caplog.clear()
+    assert main(["freeze", "--storage", storage, "--config-dir", str(tmp_path), "--skip-busy"]) == 0
+    assert entry() == quiet  # left out, and the table kept the quiet decision
+    (warned,) = [r.getMessage() for r in caplog.records if "busy host" in r.getMessage()]
+    assert warned.startswith("cpu-") and warned.endswith("not frozen (--skip-busy): the table keeps its entry")
+    assert main(["freeze", "--storage", storage, "--config-dir", str(tmp_path)]) == 0
+    assert entry()["median_s"] == busy["median_s"]  # without the flag, the busy decision is written

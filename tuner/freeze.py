@@ -137,11 +137,12 @@ def freeze(
             existing = []  # a corrupt table is replaced whole, never patched
     commit, vers = git_commit(), versions()
     merged = {_merge_key(e): e for e in existing}
+    tabled = set(merged)  # the problems the table held before this freeze
     for row in rows:
         entry = _entry(row, commit, vers)
         key = _merge_key(entry)
         if skip_busy and busy_host(row["final"]):  # type: ignore[arg-type]
-            kept = "its entry" if key in merged else "no entry"
+            kept = "its entry" if key in tabled else "no entry"
             log.warning("%s: decided on a busy host, not frozen (--skip-busy): the table keeps %s", row["study"], kept)
             continue
         prev, final = merged.get(key), row["final"]

@@ -606,8 +606,13 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     incumbent = base.config if frozen.is_exact(base.config_source) else None  # what --freeze would replace
     final = _finalists(bench, sweep, study, opts, incumbent)
     final["kernel_hash"] = sweep.kernel
-    # What the decision was measured at: freeze writes it, not its own commit and packages.
-    final["git_commit"], final["versions"] = git_commit(), versions()
+    # What the decision was measured at: freeze writes it, not its own commit and packages. Outside
+    # a git checkout (a device machine's copy of the tree) no commit is known: none is recorded,
+    # and freeze treats the decision as one from before decisions recorded theirs.
+    final["versions"] = versions()
+    commit = git_commit()
+    if commit != "unknown":
+        final["git_commit"] = commit
     if sweep.same:  # the finalists ranked on trials of those kernels too: they keep counting
         final["same_kernels"] = sorted(sweep.same)
     study.set_user_attr("final", final)

@@ -12,7 +12,7 @@ import torch
 
 import kernels
 from kernels import dispatch
-from kernels.backends import cpu_loops
+from kernels.backends import cpu, cpu_loops
 from kernels.backends.cpu import TABLE_MIN_NUMEL, CpuBackend
 from kernels.modes import Variant
 from kernels.ops import kl_div, l1, mse
@@ -54,7 +54,7 @@ def test_a_16bit_target_table_walk_has_no_launcher() -> None:
 def test_an_empty_problem_launches_nothing() -> None:
     g, x, t = torch.randn(0), torch.randn(0), torch.randn(0)
     _, ex = mse.get_workspace_size(g, x, t, "none", None, allocate=True)
-    assert ex.launcher is not None and ex.empty
+    assert ex.empty and ex.launcher is cpu._nothing  # the no-op: no loop is called with n = 0
     dispatch.run(ex)  # nothing to launch, and nothing fails
 
 
@@ -103,8 +103,8 @@ def test_another_backend_instance_launches_with_its_own_loops() -> None:
 
 @pytest.mark.skipif(cpu_loops.max_threads() < 2, reason="one numba thread here")
 def test_a_parallel_launcher_sets_its_thread_count_each_launch() -> None:
-    """numba's thread count is the calling thread's: another plan (or the user) may have changed it
-    since this plan was made."""
+    """numba's thread count is the calling thread's: another plan may have set it (through
+    cpu_loops.set_threads, whose memo is per thread) since this plan was made."""
     g, x, t = torch.randn(1 << 16), torch.randn(1 << 16), torch.randn(1 << 16)
     _, ex = mse.get_workspace_size(g, x, t, "none", None, allocate=True)
     two = dataclasses.replace(ex.space.default, cores=2)

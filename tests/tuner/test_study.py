@@ -111,7 +111,10 @@ def test_freeze_writes_the_commit_a_decision_was_measured_at(
     rewrote every entry of a table at each freeze). A study decided before decisions recorded them
     gets the freeze's own the first time it is frozen, and keeps it."""
     result = st.tune_case(CASE, st.TuneOptions(storage=storage, min_time_s=0.002, rounds=2, trials=2))
-    assert result.final["git_commit"] == st.git_commit() and result.final["versions"] == st.versions()
+    assert result.final["versions"] == st.versions()
+    if st.git_commit() == "unknown":
+        pytest.skip("not a git checkout: decisions record no commit")
+    assert result.final["git_commit"] == st.git_commit()
     monkeypatch.setattr(tuner.freeze, "git_commit", lambda: "f" * 40)  # a later commit, at freeze time
     path, _ = freeze(storage, "cpu", root=tmp_path / "a")
     (written,) = json.loads(path.read_text())["entries"]

@@ -35,7 +35,22 @@ def write_atomic(path: Path, data: dict[str, object] | str) -> None:
         raise
 
 
-def _entry(row: dict[str, object], commit: str, vers: dict[str, str]) -> dict[str, object]:
+def _provenance(row: dict[str, object], prev: dict[str, object] | None, now: dict[str, object]) -> dict[str, object]:
+    """Each of an entry's provenance fields (``now``'s keys: the commit and package versions): what
+    the decision recorded as it was measured (tuner.study); for one from before decisions recorded
+    it, what the table's entry holds where that entry is this decision (same study, trial and
+    config: the freeze that first wrote it is the nearest known to the measurement); else ``now``,
+    this freeze's. So a freeze no longer restamps every entry with its own commit."""
+    final = row["final"]
+    assert isinstance(final, dict)
+    decision = (row["study"], final["trial"], final["config"])
+    frozen_before: dict[str, object] = {}
+    if prev is not None and (prev.get("study"), prev.get("trial"), prev.get("config")) == decision:
+        frozen_before = prev
+    return {k: final.get(k, frozen_before.get(k, v)) for k, v in now.items()}
+
+
+def _entry(row: dict[str, object], provenance: dict[str, object]) -> dict[str, object]:
     final = row["final"]
     assert isinstance(final, dict)
     return {
@@ -51,10 +66,7 @@ def _entry(row: dict[str, object], commit: str, vers: dict[str, str]) -> dict[st
         "speedup_vs_vendor": final["speedup_vs_vendor"],
         "study": row["study"],
         "trial": final["trial"],
-        # what the decision was measured at (tuner.study records it), else, for a study decided
-        # before it did, the freeze's own: a freeze no longer restamps every entry with its commit
-        "git_commit": final.get("git_commit", commit),
-        "versions": final.get("versions", vers),
+        **provenance,
         "kernel_hash": final["kernel_hash"],
         "space_hash": row["space_hash"],
         "case": row.get("case"),
@@ -135,23 +147,16 @@ def freeze(
             existing = old.get("entries", []) if old.get("schema_version") == frozen.SCHEMA_VERSION else []
         except (OSError, json.JSONDecodeError):
             existing = []  # a corrupt table is replaced whole, never patched
-    commit, vers = git_commit(), versions()
+    now = {"git_commit": git_commit(), "versions": versions()}
     merged = {_merge_key(e): e for e in existing}
     tabled = set(merged)  # the problems the table held before this freeze
     for row in rows:
-        entry = _entry(row, commit, vers)
-        key = _merge_key(entry)
+        key = _merge_key(row)  # a study row carries the key fields and log_target as its entry will
         if skip_busy and busy_host(row["final"]):  # type: ignore[arg-type]
             kept = "its entry" if key in tabled else "no entry"
             log.warning("%s: decided on a busy host, not frozen (--skip-busy): the table keeps %s", row["study"], kept)
             continue
-        prev, final = merged.get(key), row["final"]
-        decided_before = isinstance(final, dict) and "git_commit" not in final
-        if prev is not None and decided_before and all(prev.get(k) == entry[k] for k in ("study", "trial", "config")):
-            # A decision from before decisions recorded their commit, frozen already: the commit and
-            # packages of that freeze are the nearest known to its measurement, not this freeze's.
-            entry["git_commit"], entry["versions"] = prev.get("git_commit", commit), prev.get("versions", vers)
-        merged[key] = entry
+        merged[key] = _entry(row, _provenance(row, merged.get(key), now))
     entries = sorted(merged.values(), key=lambda e: tuple(str(k) for k in _merge_key(e)))
     table = {
         "schema_version": frozen.SCHEMA_VERSION,

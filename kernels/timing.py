@@ -10,6 +10,7 @@ through independent input sets so no run finds the previous one's data in cache.
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import time
@@ -278,3 +279,58 @@ def bytes_moved(tensors_read: list[torch.Tensor], out: torch.Tensor) -> int:
 
 def backend_device(backend: str) -> torch.device:
     return torch.device(backends.info(backend).device_type)
+
+
+# The share of its runnable time a measurement may wait for a CPU (cpu_wait) and still time the
+# kernels rather than the host's other work: alone on a quiet 2-vCPU host a tuner's finalists
+# waited 0.000-0.007 (12 decisions at 2^12-2^20, two-thread configs and torch's among them: the
+# process's own pools do not crowd it), one minute into a report's run beside it 0.31, pinned to
+# one CPU with two spinners 0.67-0.69 (performance.md, section 76). The tuner calls a decision
+# over it busy (tuner.study.busy_host); bench --report names the rows over it.
+BUSY_WAIT = 0.1
+
+# Each thread of this process: (ns on a CPU, ns runnable but waiting for one), by thread id.
+SchedTimes = dict[int, tuple[int, int]]
+
+
+def sched_times() -> SchedTimes | None:
+    """This process's threads' scheduler times, from Linux's ``/proc/self/task/<tid>/schedstat``
+    (its first two fields; kept with CONFIG_SCHED_INFO, no sysctl needed); None where there are
+    none (another OS, a kernel without it). The worker threads of numba's and torch's pools are
+    threads of the process, so a launch on two cores is counted on both."""
+    root = "/proc/self/task"
+    try:
+        tids = os.listdir(root)
+    except OSError:
+        return None
+    times: SchedTimes = {}
+    for tid in tids:
+        try:
+            with open(f"{root}/{tid}/schedstat") as f:
+                run, wait = f.read().split()[:2]
+        except (OSError, ValueError):  # the thread ended between the listing and the read
+            continue
+        times[int(tid)] = (int(run), int(wait))
+    # A kernel that keeps no such times (before 5.14 without schedstats or delay accounting) prints
+    # zeros: no reading, not a process that never ran.
+    return times if any(run for run, _ in times.values()) else None
+
+
+def cpu_wait(before: SchedTimes | None, after: SchedTimes | None) -> float | None:
+    """The share of this process's runnable time between two :func:`sched_times` that it spent
+    waiting for a CPU: wait / (run + wait), summed over its threads (one that started between them
+    counts from zero, one that ended is left out). Near 0 where the host's CPUs are its own; where
+    other work wants them too, each thread waits out the others' scheduler slices. A direct reading
+    of the contention a measurement ran under, where the 1-minute load average lags a minute behind
+    a job that starts or ends (performance.md, section 76: 0.31 one minute into a report's run
+    while the load still read 1.28 on 2 CPUs). None where either reading is None or nothing ran."""
+    if before is None or after is None:
+        return None
+    run = wait = 0
+    for tid, (r, w) in after.items():
+        r0, w0 = before.get(tid, (0, 0))
+        if r < r0 or w < w0:  # the id of an ended thread taken by a new one: a new thread
+            r0 = w0 = 0
+        run += r - r0
+        wait += w - w0
+    return wait / (run + wait) if run + wait > 0 else None

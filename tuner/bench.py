@@ -12,7 +12,7 @@ import torch
 from kernels import dispatch, timing
 from kernels.executor import Executor
 from kernels.modes import Op
-from tuner.goals import LARGE_NUMEL, spread
+from tuner.goals import GRADS, LARGE_NUMEL, pow2, spread
 from tuner.problems import Case, InputLayout
 
 
@@ -54,6 +54,10 @@ class BenchRow:
     contiguous_x_rounds: tuple[float, ...] = ()
     contiguous_x: float = 0.0
     roofline_pct_rounds: tuple[float, ...] = ()
+    # The share of the row's runnable time the process waited for a CPU (kernels.timing.cpu_wait),
+    # over all its rounds: at timing.BUSY_WAIT and up, other work wanted the host's CPUs while the
+    # row was timed. None where the OS does not say, and in older reports.
+    cpu_wait: float | None = None
 
 
 def _public(case: Case) -> Callable[..., torch.Tensor]:
@@ -119,7 +123,9 @@ def bench_case(
     # side (validation, planning, the config lookup, the launch) is what it measures.
     spans = [timing.Span.DEVICE] * len(runs)
     spans[3] = timing.Span.CALL
+    sched = timing.sched_times()
     timed = timing.interleaved(runs, device, rounds=rounds, min_time_s=min_time_s, seed=seed, spans=spans)
+    wait = timing.cpu_wait(sched, timing.sched_times())
     tuned_t = timed[0].summary()
     med = [t.median_s for t in timed]
     copy_bps = copy_bytes / med[4]
@@ -153,6 +159,7 @@ def bench_case(
         layout,
         statistics.median(layout) if layout else 0.0,
         roofline,
+        wait,
     )
 
 
@@ -319,4 +326,24 @@ def format_report(rows: list[BenchRow]) -> str:
                 f"{r.oneshot_s / r.tuned_s:.2f}",
             )
         )
-    return "\n".join(_aligned(lines))
+    return "\n".join([*_aligned(lines), *_contention(rows)])
+
+
+def _contention(rows: list[BenchRow]) -> list[str]:
+    """A line under the report with its rows' CPU wait (the share of a row's run its threads waited
+    for a CPU), naming those at timing.BUSY_WAIT and up: timed while other work wanted the host's
+    CPUs, a CPU row's ratios time that contention too (a CUDA row's device spans much less so; its
+    one-shot column does). Nothing for rows that carry no reading."""
+    waits = [(r, r.cpu_wait) for r in rows if r.cpu_wait is not None]
+    if not waits:
+        return []
+    line = f"CPU wait (the share of a row's run its threads waited for a CPU): {spread([w for _, w in waits], '.0%')}"
+    busy = [f"{_label(r)} {w:.0%}" for r, w in waits if w >= timing.BUSY_WAIT]
+    if not busy:
+        return [f"{line}; no row at {timing.BUSY_WAIT:.0%} or more"]
+    return [f"{line}; {len(busy)} row(s) at {timing.BUSY_WAIT:.0%} or more, timed beside other work: {', '.join(busy)}"]
+
+
+def _label(r: BenchRow) -> str:
+    """A row as goals names its misses (op dtype case grad size), so both can be searched alike."""
+    return f"{r.op} {r.dtype} {r.case} {GRADS.get(r.reduction, '0-d')} {pow2(r.numel)}"

@@ -54,7 +54,8 @@ def _add_case_args(p: argparse.ArgumentParser) -> None:
 
 
 SKIP_BUSY_HELP = (
-    "freeze no decision taken on a busy host (1-minute load >= CPUs + 1, the one `show` marks): the"
+    "freeze no decision taken on a busy host (its finalists waited for a CPU 10%% of their run or more,"
+    " or a 1-minute load >= CPUs + 1: the one `show` marks): the"
     " table keeps its entry for that problem; each one left out is named in a warning"
 )
 

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from kernels import frozen
-from tuner.study import busy_host, git_commit, held, log, study_rows, versions
+from tuner.study import busy_host, busy_reading, git_commit, held, log, study_rows, versions
 
 KEY_FIELDS = ("op", "dtype", "bucket", "grad_kind", "layout", "reduction_kind")
 
@@ -154,7 +154,12 @@ def freeze(
         key = _merge_key(row)  # a study row carries the key fields and log_target as its entry will
         if skip_busy and busy_host(row["final"]):  # type: ignore[arg-type]
             kept = "its entry" if key in tabled else "no entry"
-            log.warning("%s: decided on a busy host, not frozen (--skip-busy): the table keeps %s", row["study"], kept)
+            log.warning(
+                "%s: decided on a busy host (%s), not frozen (--skip-busy): the table keeps %s",
+                row["study"],
+                busy_reading(row["final"]),  # type: ignore[arg-type]
+                kept,
+            )
             continue
         merged[key] = _entry(row, _provenance(row, merged.get(key), now))
     entries = sorted(merged.values(), key=lambda e: tuple(str(k) for k in _merge_key(e)))

@@ -73,7 +73,8 @@ class Miss:
     measured: float
     goal: str  # ">= 90%", "<= 1.5x", ...
     # A roofline miss: the kernel's and the copy's GB/s in the row's rounds (reports that have them),
-    # so a miss from a slower kernel reads apart from one against a faster copy.
+    # so a miss from a slower kernel reads apart from one against a faster copy; any miss: its rounds'
+    # range and the row's CPU wait (contention while it was timed), where the report has them.
     detail: str = ""
 
     def line(self) -> str:
@@ -108,6 +109,15 @@ def spread(values: Sequence[float], fmt: str) -> str:
 def _rounds_range(values: Sequence[float], fmt: str) -> str:
     """A miss's note of its rounds' range; none for a single round or a report without rounds."""
     return f"rounds {spread(values, fmt)}" if len(values) > 1 else ""
+
+
+def _waited(row: Mapping[str, object]) -> str:
+    """A miss's note of the share of its row's run the process waited for a CPU (bench's cpu_wait:
+    other work wanted the host's CPUs); none where the report has no reading."""
+    wait = row.get("cpu_wait")
+    if not isinstance(wait, (int, float)) or wait != wait:  # absent, None, or NaN (pandas' gap)
+        return ""
+    return f"CPU wait {wait:.0%}"
 
 
 def _bandwidths(row: Mapping[str, object]) -> str:
@@ -193,13 +203,14 @@ def _evaluate(rows: Sequence[Mapping[str, object]]) -> tuple[list[GoalRow], list
         for r in mine:
             numel, grad, case = int(r["numel"]), _grad(r), str(r["case"])
             tuned = float(r["tuned_s"])
+            waited = _waited(r)
             large, pct = roofline_goal(str(r.get("backend", "cpu")), dtype)
             if case == "contiguous" and numel >= large:
                 roofline[(grad, numel)] = float(r["roofline_pct"])
                 what, goal = f"roofline {grad} {pow2(numel)}", f">= {pct:.0f}%"
                 met = roofline[(grad, numel)] >= pct
                 rounds = _rounds_range(_rounds(r, "roofline_pct_rounds"), ".0f")
-                detail = "; ".join(d for d in (_bandwidths(r), rounds) if d)
+                detail = "; ".join(d for d in (_bandwidths(r), rounds, waited) if d)
                 check(Miss(op, dtype, what, roofline[(grad, numel)], goal, detail), met)
             if case != "contiguous" and float(r["contiguous_s"]) > 0:
                 # Round by round where the report has the rounds (the pair timed in each); else the
@@ -207,16 +218,17 @@ def _evaluate(rows: Sequence[Mapping[str, object]]) -> tuple[list[GoalRow], list
                 paired = _rounds(r, "contiguous_x_rounds")
                 layout[(case, grad)] = float(r["contiguous_x"]) if paired else tuned / float(r["contiguous_s"])
                 what = f"{case} {grad} {pow2(numel)}"
+                detail = "; ".join(d for d in (_rounds_range(paired, ".2f"), waited) if d)
                 check(
-                    Miss(op, dtype, what, layout[(case, grad)], f"<= {LAYOUT_RATIO}x", _rounds_range(paired, ".2f")),
+                    Miss(op, dtype, what, layout[(case, grad)], f"<= {LAYOUT_RATIO}x", detail),
                     layout[(case, grad)] <= LAYOUT_RATIO,
                 )
             if case == "contiguous" and numel == ONESHOT_NUMEL:
                 oneshot.append(float(r["oneshot_s"]) / tuned)
                 what = f"one-shot / kernel {grad} {pow2(numel)}"
-                check(Miss(op, dtype, what, oneshot[-1], f"<= {ONESHOT_RATIO}x"), oneshot[-1] <= ONESHOT_RATIO)
+                check(Miss(op, dtype, what, oneshot[-1], f"<= {ONESHOT_RATIO}x", waited), oneshot[-1] <= ONESHOT_RATIO)
             what, speedup = f"x vendor {case} {grad} {pow2(numel)}", float(r["speedup_vs_vendor"])
-            check(Miss(op, dtype, what, speedup, f">= {VENDOR_SPEEDUP}x"), speedup >= VENDOR_SPEEDUP)
+            check(Miss(op, dtype, what, speedup, f">= {VENDOR_SPEEDUP}x", waited), speedup >= VENDOR_SPEEDUP)
         speedups = [float(r["speedup_vs_vendor"]) for r in mine]
         table.append(
             GoalRow(

@@ -8,7 +8,8 @@ the default and the incumbent (the config the device's table gives this exact pr
 re-measured interleaved; the fastest replaces the incumbent, or the default where there is none,
 only if it beats it by 2% or more in every one of those rounds. A change of what the op package
 picks needs that evidence both ways: a tune whose rounds disagree (a busy host's, as a rule)
-keeps the table it would freeze. Each decision records the host's load (busy_host).
+keeps the table it would freeze. Each decision records the host's load and the share of its
+finalists' run the tuner waited for a CPU (busy_host).
 """
 
 from __future__ import annotations
@@ -475,7 +476,9 @@ def _finalists(
     vendor_run = lambda _: vendor(bench.g, bench.x, bench.t)  # noqa: E731
     runs = [bench.runner(ex) for ex in executors] + [vendor_run]
     load1 = [os.getloadavg()[0]]
+    sched = timing.sched_times()
     timed = timing.interleaved(runs, bench.out.device, rounds=opts.rounds, min_time_s=opts.min_time_s, seed=opts.seed)
+    wait = timing.cpu_wait(sched, timing.sched_times())
     load1.append(os.getloadavg()[0])
     summaries = [t.summary() for t in timed]
     medians = [t.median_s for t in timed]
@@ -510,6 +513,9 @@ def _finalists(
         # explains a decision taken on a busy host (busy_host)
         "load1": load1,
         "cpus": os.cpu_count() or 1,
+        # the share of the finalists' runnable time the tuner's threads waited for a CPU (None where
+        # the OS does not say): the contention itself, read over the rounds (busy_host)
+        "cpu_wait": wait,
     }
 
 
@@ -520,16 +526,31 @@ def held(final: dict[str, object]) -> bool:
 
 
 def busy_host(final: dict[str, object]) -> bool:
-    """Whether a decision's finalists ran with at least one runnable thread more than the host has
-    CPUs, beyond the tuner's own. Then its rounds time the contention, not the kernels: beside a
-    two-worker test run on 2 cores, every 2-thread launch at 2^16 waited out a scheduler slice
-    (8 ms medians against 26 us alone) and a one-thread config won each round by 290x
-    (performance.md, section 74). Decisions from before the load was recorded are not busy."""
+    """Whether a decision's finalists ran on a host whose CPUs other work wanted: the tuner's threads
+    waited for a CPU timing.BUSY_WAIT of their runnable time or more (``cpu_wait``, read over the rounds),
+    or the 1-minute load was a runnable thread more than the host has CPUs, beyond the tuner's own.
+    Then its rounds time the contention, not the kernels: beside a two-worker test run on 2 cores,
+    every 2-thread launch at 2^16 waited out a scheduler slice (8 ms medians against 26 us alone)
+    and a one-thread config won each round by 290x (performance.md, section 74). The load alone
+    lags: it still read quiet a minute into a job that had taken a core (section 76). Decisions
+    from before either was recorded are not busy."""
+    wait = final.get("cpu_wait")
+    if isinstance(wait, (int, float)) and wait >= timing.BUSY_WAIT:
+        return True
     load1 = final.get("load1")
     cpus = final.get("cpus")
     if not isinstance(load1, list) or not load1 or not isinstance(cpus, int):
         return False
     return max(float(v) for v in load1) >= cpus + 1
+
+
+def busy_reading(final: dict[str, object]) -> str:
+    """What made a decision busy_host, for a warning: the 1-minute load and the CPU wait."""
+    load1 = final.get("load1")
+    load = "-".join(f"{float(v):.1f}" for v in load1) if isinstance(load1, list) and load1 else "?"
+    wait = final.get("cpu_wait")
+    waited = f"{wait:.0%}" if isinstance(wait, (int, float)) and wait == wait else "(not recorded)"  # NaN: none
+    return f"1-minute load {load} on {final.get('cpus', '?')} CPUs; waited for a CPU {waited} of its run"
 
 
 def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None = None) -> StudyResult:
@@ -618,11 +639,10 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     study.set_user_attr("final", final)
     if busy_host(final):
         log.warning(
-            "%s: decided on a busy host (1-minute load %s on %d CPUs): its rounds time the contention, "
+            "%s: decided on a busy host (%s): its rounds time the contention, "
             "not the kernels; tune it again on a quiet host before freezing",
             name,
-            "-".join(f"{v:.1f}" for v in final["load1"]),  # type: ignore[union-attr]
-            final["cpus"],
+            busy_reading(final),
         )
     trials = study.get_trials(deepcopy=False)
     failures = {k: sum(1 for t in trials if t.user_attrs.get("failure") == k) for k in FAILURE_KINDS}

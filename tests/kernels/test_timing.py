@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -65,3 +69,59 @@ def test_a_launch_free_cuda_sample_leaves_the_calls_host_side_out() -> None:
     device = timing.measure(call, "cuda", min_time_s=0.0, span=timing.Span.DEVICE)
     assert host.median_s >= 2e-3
     assert device.median_s < 0.5e-3
+
+
+def test_cpu_wait_sums_each_threads_deltas_counting_a_new_thread_from_zero_and_leaving_an_ended_one_out() -> None:
+    before = {1: (100, 10), 2: (50, 0), 3: (999, 999)}  # thread 3 ends before the second reading
+    after = {1: (160, 30), 2: (90, 0), 4: (20, 20)}  # thread 4 starts after the first
+    assert timing.cpu_wait(before, after) == pytest.approx((20 + 0 + 20) / (60 + 20 + 40 + 0 + 20 + 20))
+    assert timing.cpu_wait(None, after) is None and timing.cpu_wait(before, None) is None
+    assert timing.cpu_wait(after, after) is None  # nothing ran between them
+    # an ended thread's id taken by a new one (its counts start again): counted as the new thread
+    assert timing.cpu_wait({5: (1000, 500)}, {5: (30, 10)}) == pytest.approx(10 / 40)
+
+
+# A process pinned to one CPU that spins for 0.5 s beside a spinner pinned to the same CPU, and prints
+# the share of that time it waited (its CPU wait); the spinner says when it is pinned and spinning.
+_SHARED_CPU = """
+import os, subprocess, sys, time
+from kernels import timing
+cpu = min(os.sched_getaffinity(0))
+os.sched_setaffinity(0, {cpu})
+spin = "import os, sys, time; os.sched_setaffinity(0, {%d}); print(flush=True); end = time.time() + 60\\n" % cpu
+spin += "while time.time() < end: pass"
+spinner = subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE)
+try:
+    spinner.stdout.readline()
+    before = timing.sched_times()
+    start = time.perf_counter()
+    while time.perf_counter() - start < 0.5:
+        pass
+    after = timing.sched_times()
+finally:
+    spinner.kill()
+    spinner.wait()
+print(timing.cpu_wait(before, after))
+"""
+
+
+@pytest.mark.skipif(timing.sched_times() is None, reason="the OS gives no per-thread scheduler times")
+def test_cpu_wait_reads_the_time_a_process_waited_for_the_cpu_it_shares_with_a_spinner() -> None:
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", _SHARED_CPU], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    wait = float(done.stdout.split()[-1])
+    # Two runnable threads on one CPU take turns: each waits about half the time (0.5 measured).
+    assert 0.25 <= wait < 1.0
+
+
+@pytest.mark.skipif(timing.sched_times() is None, reason="the OS gives no per-thread scheduler times")
+def test_sched_times_reads_every_thread_of_the_process_with_its_time_on_a_cpu() -> None:
+    before = timing.sched_times()
+    assert before is not None and os.getpid() in before  # the main thread's id is the process id
+    start = time.perf_counter()
+    while time.perf_counter() - start < 0.05:
+        pass
+    after = timing.sched_times()
+    assert after is not None and after[os.getpid()][0] > before[os.getpid()][0]

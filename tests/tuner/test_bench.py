@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 import pytest
@@ -68,6 +69,20 @@ def test_ratios_pair_each_round_plumbing_with_fake_times(monkeypatch: pytest.Mon
     assert row.roofline_pct == pytest.approx(400 / 6) and 100 * row.gbps / row.copy_gbps == pytest.approx(150.0)
     text = bench.format_report([row])
     assert "transposed (1.50x, 0.50-2.00)" in text and f"{row.roofline_pct:.0f}% (" in text
+
+
+def test_a_report_row_records_its_cpu_wait_and_the_report_names_the_rows_timed_beside_other_work() -> None:
+    row = bench.bench_case(L1, "cpu", min_time_s=0.001, rounds=1)
+    if timing.sched_times() is not None:  # Linux: read over the row's own rounds
+        assert row.cpu_wait is not None and 0.0 <= row.cpu_wait < 1.0
+    quiet, busy = (dataclasses.replace(row, cpu_wait=w) for w in (0.01, timing.BUSY_WAIT + 0.2))
+    assert bench.format_report([quiet, busy]).splitlines()[-1] == (
+        "CPU wait (the share of a row's run its threads waited for a CPU): 1%-30%; 1 row(s) at 10% or more,"
+        " timed beside other work: l1 float32 contiguous full 2^12 30%"
+    )
+    assert bench.format_report([quiet]).splitlines()[-1].endswith(": 1%-1%; no row at 10% or more")
+    unread = dataclasses.replace(row, cpu_wait=None)  # another OS: no line at all
+    assert len(bench.format_report([unread]).splitlines()) == 2
 
 
 def test_rows_a_goal_reads_take_the_goal_rounds(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -230,10 +230,11 @@ def test_help_lists_every_subcommand_in_plain_words(capsys: pytest.CaptureFixtur
 def test_plumbing_with_a_mocked_load_average_tune_warns_of_a_busy_host_on_a_line_of_its_own(
     storage: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Only the load average is mocked; the progress bar is on, as a user runs tune.
+    # Only the load average is mocked (the CPU wait left unread); the progress bar is on, as a user runs tune.
     from tuner import study
 
     monkeypatch.setattr(study.os, "getloadavg", lambda: ((os.cpu_count() or 1) + 2.0, 0.0, 0.0))
+    monkeypatch.setattr(study.timing, "sched_times", lambda: None)
     assert main(["tune", *QUICK, "--storage", storage, "--trials", "3", "--min-time", "0.002"]) == 0
     captured = capsys.readouterr()
     warned = [line for line in captured.err.replace("\r", "\n").splitlines() if "decided on a busy host" in line]
@@ -244,9 +245,11 @@ def test_plumbing_with_a_mocked_load_average_tune_warns_of_a_busy_host_on_a_line
 def test_plumbing_with_a_mocked_load_average_freeze_skip_busy_keeps_the_tables_entry(
     storage: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Only the load average is mocked (a quiet host, then a busy one); tuning and freezing are real.
+    # Only the load average is mocked (a quiet host, then a busy one), the CPU wait left unread so
+    # that the test run's own load does not decide; tuning and freezing are real.
     from tuner import study
 
+    monkeypatch.setattr(study.timing, "sched_times", lambda: None)
     tune = ["tune", *QUICK, "--storage", storage, "--trials", "3", "--min-time", "0.002", "--no-progress"]
     table = frozen.config_path("cpu", backends.get("cpu").facts().name, tmp_path)
 
@@ -266,5 +269,6 @@ def test_plumbing_with_a_mocked_load_average_freeze_skip_busy_keeps_the_tables_e
     assert entry() == quiet  # left out, and the table kept the quiet decision
     (warned,) = [r.getMessage() for r in caplog.records if "busy host" in r.getMessage()]
     assert warned.startswith("cpu-") and warned.endswith("not frozen (--skip-busy): the table keeps its entry")
+    assert "1-minute load" in warned  # with what made it busy
     assert main(["freeze", "--storage", storage, "--config-dir", str(tmp_path)]) == 0
     assert entry()["median_s"] == busy["median_s"]  # without the flag, the busy decision is written

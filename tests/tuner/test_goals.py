@@ -267,3 +267,17 @@ def test_goals_cli_across_reports_of_one_machine_and_refuses_a_mix_before_printi
         captured = capsys.readouterr()
         assert captured.out == "" and "reports: --across expected two or more reports of one machine" in captured.err
     assert f"{other} (elsewhere)" in (main(["goals", "--across", str(one), str(other)]), capsys.readouterr().err)[1]
+
+
+def test_a_miss_names_its_rows_cpu_wait_where_the_report_has_one() -> None:
+    """bench --report records the share of each row's run its threads waited for a CPU: a miss timed
+    beside other work reads apart from one timed alone; rows without it (older reports, pandas' NaN)
+    carry nothing."""
+    over = {"contiguous_x_rounds": [1.52, 1.60, 1.70], "contiguous_x": 1.60, "cpu_wait": 0.31}
+    (miss,) = evaluate([*_met(), _row(numel=2**22, case="transposed", tuned_s=1.4, contiguous_s=1.0, **over)])[1]
+    assert miss.line() == "mse float32 transposed full 2^22: 1.60x (goal <= 1.5x; rounds 1.52-1.70; CPU wait 31%)"
+    (slow,) = evaluate([*_met(), _row(numel=2**16, oneshot_s=2.5, cpu_wait=0.02)])[1]
+    assert slow.detail == "CPU wait 2%"
+    for absent in (None, float("nan")):
+        (bare,) = evaluate([*_met(), _row(numel=2**16, oneshot_s=2.5, cpu_wait=absent)])[1]
+        assert bare.detail == ""

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import tuner.freeze
-from kernels import backends, frozen
+from kernels import backends, frozen, timing
 from kernels.modes import Op, Reduction
 from kernels.tiling import Space
 from tuner import study as st
@@ -480,15 +480,70 @@ def test_busy_host_is_a_load_of_one_runnable_thread_more_than_the_cpus() -> None
     assert not st.busy_host({"noise": 0.1})  # decided before the load was recorded
 
 
+def test_busy_host_is_a_cpu_wait_of_busy_wait_or_more_whatever_the_load_read() -> None:
+    quiet_load = {"load1": [0.3, 0.4], "cpus": 2}
+    assert st.busy_host({**quiet_load, "cpu_wait": timing.BUSY_WAIT})  # the lagging load read quiet
+    assert not st.busy_host({**quiet_load, "cpu_wait": timing.BUSY_WAIT / 2})
+    assert not st.busy_host({**quiet_load, "cpu_wait": None})  # an OS that does not say: the load decides
+    assert st.busy_host({"load1": [3.0], "cpus": 2, "cpu_wait": 0.0})  # either reading makes it busy
+    reading = st.busy_reading({**quiet_load, "cpu_wait": 0.31})
+    assert reading == "1-minute load 0.3-0.4 on 2 CPUs; waited for a CPU 31% of its run"
+    assert st.busy_reading({"load1": [3.0], "cpus": 2}).endswith("waited for a CPU (not recorded) of its run")
+
+
+def _pin(tids: list[int], cpus: set[int]) -> None:
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:  # a thread that ended since the listing
+            pass
+
+
+@pytest.mark.skipif(timing.sched_times() is None, reason="the OS gives no per-thread scheduler times")
+def test_with_the_load_average_mocked_quiet_a_decision_beside_busy_processes_is_busy_by_its_cpu_wait(
+    storage: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The contention is real: every thread of this process (numba's pool too) pinned to one CPU
+    # with two spinning processes pinned beside them, the other CPUs left to the rest of the test
+    # run. The load average is mocked quiet, as it reads in the first minute of a job that takes a CPU.
+    monkeypatch.setattr(st.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    mask = os.sched_getaffinity(0)
+    cpu = {min(mask)}
+    spin = f"import os, time\nos.sched_setaffinity(0, {cpu})\nprint(flush=True)\nend = time.time() + 300\n"
+    spin += "while time.time() < end: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE) for _ in range(2)]
+    try:
+        for p in spinners:
+            assert p.stdout is not None and p.stdout.readline() == b"\n"  # pinned and spinning
+        # The backend loaded first: numba reads its thread count, and the backend its device facts,
+        # once per process, and a process pinned to one CPU would keep "1t" for every later test.
+        backends.get("cpu")
+        _pin([int(t) for t in os.listdir("/proc/self/task")], cpu)
+        with caplog.at_level("WARNING", logger="losstune"):
+            result = st.tune_case(CASE, st.TuneOptions(storage=storage, min_time_s=0.002, rounds=2, trials=3))
+    finally:
+        _pin([int(t) for t in os.listdir("/proc/self/task")], mask)
+        for p in spinners:
+            p.kill()
+            p.wait()
+    wait = result.final["cpu_wait"]
+    assert isinstance(wait, float) and wait >= timing.BUSY_WAIT and st.busy_host(result.final)
+    warned = [r.getMessage() for r in caplog.records if "decided on a busy host" in r.getMessage()]
+    assert warned and "1-minute load 0.0-0.0" in warned[0] and f"waited for a CPU {wait:.0%}" in warned[0]
+
+
 def test_plumbing_with_a_mocked_load_average_a_decision_on_a_busy_host_is_recorded_and_warned(
     storage: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # The load average is the one thing mocked: the host's own is whatever the test run makes it.
+    # The load average is the one thing mocked, and the CPU wait left unread (the host's own are
+    # whatever the test run makes them).
     cpus = os.cpu_count() or 1
     monkeypatch.setattr(st.os, "getloadavg", lambda: (cpus + 1.5, 0.0, 0.0))
+    monkeypatch.setattr(st.timing, "sched_times", lambda: None)
     with caplog.at_level("WARNING", logger="losstune"):
         result = st.tune_case(CASE, st.TuneOptions(storage=storage, min_time_s=0.002, rounds=2, trials=3))
     assert result.final["load1"] == [cpus + 1.5, cpus + 1.5] and result.final["cpus"] == cpus
+    assert result.final["cpu_wait"] is None
     assert any("decided on a busy host" in r.getMessage() and result.name in r.getMessage() for r in caplog.records)
     monkeypatch.setattr(st.os, "getloadavg", lambda: (0.5, 0.0, 0.0))
     caplog.clear()

@@ -1,7 +1,8 @@
 """Run-time lookup of frozen tuned configs: kernels/configs/<backend>/<device>.json.
 
 Lookup order: exact bucket, nearest bucket (same op, dtype, gradient kind, layout, reduction kind),
-the device's best common config, the backend default; where a device reads several tables (a CPU:
+the device's best common config, the backend default (also where the contiguous loop's nearest or
+common config streams and would be carried unstreamed); where a device reads several tables (a CPU:
 its microarchitecture's, then its vector tier's), each step goes through all of them in turn. A
 file that is corrupt, of another schema, or whose entries no longer fit the current space is
 reported once and skipped, never fatal.
@@ -209,10 +210,12 @@ def is_exact(source: str) -> bool:
 def lookup(
     backend: str, device: str | tuple[str, ...], key: ProblemKey, space: Space, root: Path | None = None
 ) -> tuple[Tiling, str] | None:
-    """The frozen config for ``key``, or None. ``device``: one table's device name, or several, most
-    specific first (DeviceFacts.lookup_names): each step of the chain is tried in every table
-    before the next step, so a more specific table's exact entry wins, but another table's exact
-    entry still beats a nearest bucket or a common config, which are guesses."""
+    """The frozen config for ``key`` and where it came from, or None (the backend default). ``device``:
+    one table's device name, or several, most specific first (DeviceFacts.lookup_names): each step
+    of the chain is tried in every table before the next step, so a more specific table's exact
+    entry wins, but another table's exact entry still beats a nearest bucket or a common config,
+    which are guesses. A guess that would run a streamed contiguous config unstreamed gives the
+    default, with a source that says which entry it passed over (:func:`_carried`)."""
     tables = [t for t in (load(backend, d, root) for d in ((device,) if isinstance(device, str) else device)) if t]
     for table in tables:
         for entry in (e for e in table.entries if _matches(e, key, bucket=True)):
@@ -233,13 +236,14 @@ def lookup(
             if config is not None:
                 larger = int(entry.get("bucket", 0)) <= key.bucket  # type: ignore[call-overload]
                 source = f"frozen {table.path.name} [nearest 2^{entry.get('bucket')}"
-                return _carried(config, space, source, larger=larger)
+                return _carried(config, space, source, larger=larger, layout=key.layout)
     for table in tables:
         common = (table.common or {}).get(common_name(key.op.value, key.log_target, key.layout.value))
         if isinstance(common, dict):
             config = _usable(table, common, space, backend, same_problem=False)
             if config is not None:
-                return _carried(config, space, f"frozen {table.path.name} [best common", larger=False)
+                source = f"frozen {table.path.name} [best common"
+                return _carried(config, space, source, larger=False, layout=key.layout)
     return None
 
 
@@ -263,7 +267,7 @@ def _python_note(entry: dict[str, object]) -> str:
     return ""
 
 
-def _carried(config: Tiling, space: Space, source: str, *, larger: bool) -> tuple[Tiling, str]:
+def _carried(config: Tiling, space: Space, source: str, *, larger: bool, layout: Layout) -> tuple[Tiling, str]:
     """A config tuned on another problem: capped at this problem's default core count unless
     ``larger`` (it goes to a problem at least as large as its own), and with ordinary stores unless
     ``larger`` or this problem's default streams (the transposed walk's does from 16 MiB of out on).
@@ -280,7 +284,19 @@ def _carried(config: Tiling, space: Space, source: str, *, larger: bool) -> tupl
     smaller problem, or one of any size through the size-blind common config, stores as its own
     default does. A config carried from a smaller problem that did not stream does not switch off
     a default's streaming either: that smaller out may have fit the cache where this one does not.
+
+    Except in the contiguous loop, where a streamed config that would lose its streaming is not
+    carried at all: the default runs, named as such (``default [<file> nearest 2^N streams]``). Its
+    tile and prefetch were chosen with streamed stores, and without them they are a point no study
+    measured: on the Zen 3, every such carry of the AVX2 table (51 problems, 2^10-2^26) ran at
+    0.95-1.36x the default's time in one run, never clearly below it, and KL's 0-d ones (tile 256,
+    prefetch 2) at 1.12-1.36x from 2^14 to 2^22 (results/performance.md, section 77). The transposed
+    walk's carries keep their tile: there the tile is the width of the column blocks, whatever the
+    stores, and the 2^22 entries' tiles carried to 2^21 unstreamed ran at 0.76x the default's time.
     """
+    if config.stream and not space.default.stream and not larger and layout is Layout.CONTIGUOUS:
+        where = source.removeprefix("frozen ").replace(" [", " ", 1)
+        return space.default, f"default [{where} streams]"
     notes = []
     if config.cores > space.default.cores and not larger:
         capped = dataclasses.replace(config, cores=space.default.cores)

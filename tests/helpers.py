@@ -1,13 +1,14 @@
 """Test-side wrappers of kernels.accuracy (the one accuracy bar shared with the tuner), a
-fresh-process runner for builds chosen at import time, and the public calls and cases the CPU
-loop-knob tests (prefetch, stream) sweep, with the decorator that sweeps them."""
+fresh-process runner for builds chosen at import time, processes that crowd a CPU, and the public
+calls and cases the CPU loop-knob tests (prefetch, stream) sweep, with the decorator that sweeps them."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ __all__ = [
     "count_copy_runs",
     "every_loop_case",
     "run_fresh",
+    "spinning_on",
     "ulps_for",
 ]
 
@@ -71,6 +73,25 @@ def run_fresh(code: str, env: dict[str, str]) -> str:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout.strip()
+
+
+@contextmanager
+def spinning_on(cpu: int, count: int) -> Iterator[None]:
+    """``count`` processes spinning on CPU ``cpu`` while the block runs: real contention for the
+    scheduler-time tests (kernels.timing.cpu_wait). Each pins itself before it says it is ready, so
+    the block starts with all of them runnable there; each stops at the block's end, or after 300 s
+    if this process dies first."""
+    spin = f"import os, time\nos.sched_setaffinity(0, {{{cpu}}})\nprint(flush=True)\nend = time.time() + 300\n"
+    spin += "while time.time() < end: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE) for _ in range(count)]
+    try:
+        for p in spinners:
+            assert p.stdout is not None and p.stdout.readline() == b"\n", "a spinner did not start"
+        yield
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
 
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)

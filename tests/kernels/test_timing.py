@@ -82,25 +82,19 @@ def test_cpu_wait_sums_each_threads_deltas_counting_a_new_thread_from_zero_and_l
 
 
 # A process pinned to one CPU that spins for 0.5 s beside a spinner pinned to the same CPU, and prints
-# the share of that time it waited (its CPU wait); the spinner says when it is pinned and spinning.
+# the share of that time it waited (its CPU wait).
 _SHARED_CPU = """
-import os, subprocess, sys, time
+import os, time
 from kernels import timing
+from tests.helpers import spinning_on
 cpu = min(os.sched_getaffinity(0))
 os.sched_setaffinity(0, {cpu})
-spin = "import os, sys, time; os.sched_setaffinity(0, {%d}); print(flush=True); end = time.time() + 60\\n" % cpu
-spin += "while time.time() < end: pass"
-spinner = subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE)
-try:
-    spinner.stdout.readline()
+with spinning_on(cpu, 1):
     before = timing.sched_times()
     start = time.perf_counter()
     while time.perf_counter() - start < 0.5:
         pass
     after = timing.sched_times()
-finally:
-    spinner.kill()
-    spinner.wait()
 print(timing.cpu_wait(before, after))
 """
 

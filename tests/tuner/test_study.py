@@ -18,6 +18,7 @@ import tuner.freeze
 from kernels import backends, frozen, timing
 from kernels.modes import Op, Reduction
 from kernels.tiling import Space
+from tests.helpers import spinning_on
 from tuner import study as st
 from tuner.cli import main
 from tuner.freeze import freeze, write_atomic
@@ -508,24 +509,17 @@ def test_with_the_load_average_mocked_quiet_a_decision_beside_busy_processes_is_
     # run. The load average is mocked quiet, as it reads in the first minute of a job that takes a CPU.
     monkeypatch.setattr(st.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     mask = os.sched_getaffinity(0)
-    cpu = {min(mask)}
-    spin = f"import os, time\nos.sched_setaffinity(0, {cpu})\nprint(flush=True)\nend = time.time() + 300\n"
-    spin += "while time.time() < end: pass"
-    spinners = [subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE) for _ in range(2)]
-    try:
-        for p in spinners:
-            assert p.stdout is not None and p.stdout.readline() == b"\n"  # pinned and spinning
-        # The backend loaded first: numba reads its thread count, and the backend its device facts,
-        # once per process, and a process pinned to one CPU would keep "1t" for every later test.
-        backends.get("cpu")
-        _pin([int(t) for t in os.listdir("/proc/self/task")], cpu)
-        with caplog.at_level("WARNING", logger="losstune"):
-            result = st.tune_case(CASE, st.TuneOptions(storage=storage, min_time_s=0.002, rounds=2, trials=3))
-    finally:
-        _pin([int(t) for t in os.listdir("/proc/self/task")], mask)
-        for p in spinners:
-            p.kill()
-            p.wait()
+    cpu = min(mask)
+    with spinning_on(cpu, 2):
+        try:
+            # The backend loaded first: numba reads its thread count, and the backend its device facts,
+            # once per process, and a process pinned to one CPU would keep "1t" for every later test.
+            backends.get("cpu")
+            _pin([int(t) for t in os.listdir("/proc/self/task")], {cpu})
+            with caplog.at_level("WARNING", logger="losstune"):
+                result = st.tune_case(CASE, st.TuneOptions(storage=storage, min_time_s=0.002, rounds=2, trials=3))
+        finally:
+            _pin([int(t) for t in os.listdir("/proc/self/task")], mask)
     wait = result.final["cpu_wait"]
     assert isinstance(wait, float) and wait >= timing.BUSY_WAIT and st.busy_host(result.final)
     warned = [r.getMessage() for r in caplog.records if "decided on a busy host" in r.getMessage()]

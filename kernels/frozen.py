@@ -288,11 +288,12 @@ def _carried(config: Tiling, space: Space, source: str, *, larger: bool, layout:
     Except in the contiguous loop, where a streamed config that would lose its streaming is not
     carried at all: the default runs, named as such (``default [<file> nearest 2^N streams]``). Its
     tile and prefetch were chosen with streamed stores, and without them they are a point no study
-    measured: on the Zen 3, every such carry of the AVX2 table (51 problems, 2^10-2^26) ran at
-    0.95-1.36x the default's time in one run, never clearly below it, and KL's 0-d ones (tile 256,
-    prefetch 2) at 1.12-1.36x from 2^14 to 2^22 (results/performance.md, section 77). The transposed
-    walk's carries keep their tile: there the tile is the width of the column blocks, whatever the
-    stores, and the 2^22 entries' tiles carried to 2^21 unstreamed ran at 0.76x the default's time.
+    measured: on the Zen 3, the 51 such carries of the AVX2 table (2^10-2^26) ran at 0.95-1.36x
+    the default's time in a first run, and none ran more than 3% under it in every run; KL's 0-d
+    common config (tile 256, prefetch 2) ran at 1.06-1.36x from 2^12 to 2^22 (results/performance.md,
+    section 77). The transposed walk's carries keep their tile: there the tile is the width of the
+    column blocks whatever the stores, and the 2^22 entries' tiles carried to 2^21 unstreamed ran
+    at 0.76-0.81x the default's time.
     """
     if config.stream and not space.default.stream and not larger and layout is Layout.CONTIGUOUS:
         where = source.removeprefix("frozen ").replace(" [", " ", 1)

@@ -111,13 +111,20 @@ def _rounds_range(values: Sequence[float], fmt: str) -> str:
     return f"rounds {spread(values, fmt)}" if len(values) > 1 else ""
 
 
+def recorded_wait(value: object) -> float | None:
+    """A recorded CPU wait (kernels.timing.cpu_wait: a report row's, a decision's) as a float, or
+    None where there is no reading: absent, None (an OS that keeps no scheduler times), or NaN (a
+    report read through pandas, where one machine's rows lack the field)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    return float(value)
+
+
 def _waited(row: Mapping[str, object]) -> str:
     """A miss's note of the share of its row's run the process waited for a CPU (bench's cpu_wait:
     other work wanted the host's CPUs); none where the report has no reading."""
-    wait = row.get("cpu_wait")
-    if not isinstance(wait, (int, float)) or wait != wait:  # absent, None, or NaN (pandas' gap)
-        return ""
-    return f"CPU wait {wait:.0%}"
+    wait = recorded_wait(row.get("cpu_wait"))
+    return "" if wait is None else f"CPU wait {wait:.0%}"
 
 
 def _bandwidths(row: Mapping[str, object]) -> str:

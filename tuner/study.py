@@ -34,6 +34,7 @@ from kernels import dispatch, frozen, timing
 from kernels.executor import Executor
 from kernels.modes import Variant
 from kernels.tiling import Space, Tiling
+from tuner.goals import recorded_wait
 from tuner.problems import Case
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -534,8 +535,8 @@ def busy_host(final: dict[str, object]) -> bool:
     and a one-thread config won each round by 290x (performance.md, section 74). The load alone
     lags: it still read quiet a minute into a job that had taken a core (section 76). Decisions
     from before either was recorded are not busy."""
-    wait = final.get("cpu_wait")
-    if isinstance(wait, (int, float)) and wait >= timing.BUSY_WAIT:
+    wait = recorded_wait(final.get("cpu_wait"))
+    if wait is not None and wait >= timing.BUSY_WAIT:
         return True
     load1 = final.get("load1")
     cpus = final.get("cpus")
@@ -548,8 +549,8 @@ def busy_reading(final: dict[str, object]) -> str:
     """What made a decision busy_host, for a warning: the 1-minute load and the CPU wait."""
     load1 = final.get("load1")
     load = "-".join(f"{float(v):.1f}" for v in load1) if isinstance(load1, list) and load1 else "?"
-    wait = final.get("cpu_wait")
-    waited = f"{wait:.0%}" if isinstance(wait, (int, float)) and wait == wait else "(not recorded)"  # NaN: none
+    wait = recorded_wait(final.get("cpu_wait"))
+    waited = "(not recorded)" if wait is None else f"{wait:.0%}"
     return f"1-minute load {load} on {final.get('cpus', '?')} CPUs; waited for a CPU {waited} of its run"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tuner.cli import main
-from tuner.goals import _evaluate, across, check_rows, evaluate, format_across, format_goals
+from tuner.goals import _evaluate, across, check_rows, evaluate, format_across, format_goals, recorded_wait
 
 
 def _row(dtype: str = "float32", numel: int = 2**24, reduction: str = "none", case: str = "contiguous", **kw: object):
@@ -281,3 +281,12 @@ def test_a_miss_names_its_rows_cpu_wait_where_the_report_has_one() -> None:
     for absent in (None, float("nan")):
         (bare,) = evaluate([*_met(), _row(numel=2**16, oneshot_s=2.5, cpu_wait=absent)])[1]
         assert bare.detail == ""
+
+
+def test_recorded_wait_is_a_number_or_none_where_there_is_no_reading() -> None:
+    """The one reading of a CPU wait that the report's misses, the tuner's busy-host rule and its
+    warning share: NaN (a report through pandas) and None (an OS without scheduler times) are no
+    reading, nor is a flag or a string; 0 is a reading."""
+    assert recorded_wait(0) == 0.0 and recorded_wait(0.31) == 0.31
+    for none in (None, float("nan"), True, "0.3"):
+        assert recorded_wait(none) is None

@@ -109,7 +109,9 @@ class Executor:
     backend: str
     device: str  # the device class the config table was looked up for
     config: Tiling
-    config_source: str  # "explicit", "frozen <file> [<how>]" or "default"
+    # "explicit", "frozen <file> [<how>]", "default", or "default [<file> <how> streams]" (a streamed
+    # guess not carried to a problem whose default does not stream: kernels.frozen._carried)
+    config_source: str
     space: Space
     key: ProblemKey
     geometry: Geometry

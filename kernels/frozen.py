@@ -235,15 +235,14 @@ def lookup(
             config = _usable(table, entry, space, backend, same_problem=False)
             if config is not None:
                 larger = int(entry.get("bucket", 0)) <= key.bucket  # type: ignore[call-overload]
-                source = f"frozen {table.path.name} [nearest 2^{entry.get('bucket')}"
-                return _carried(config, space, source, larger=larger, layout=key.layout)
+                how = f"nearest 2^{entry.get('bucket')}"
+                return _carried(config, space, table.path.name, how, larger=larger, layout=key.layout)
     for table in tables:
         common = (table.common or {}).get(common_name(key.op.value, key.log_target, key.layout.value))
         if isinstance(common, dict):
             config = _usable(table, common, space, backend, same_problem=False)
             if config is not None:
-                source = f"frozen {table.path.name} [best common"
-                return _carried(config, space, source, larger=False, layout=key.layout)
+                return _carried(config, space, table.path.name, "best common", larger=False, layout=key.layout)
     return None
 
 
@@ -267,11 +266,12 @@ def _python_note(entry: dict[str, object]) -> str:
     return ""
 
 
-def _carried(config: Tiling, space: Space, source: str, *, larger: bool, layout: Layout) -> tuple[Tiling, str]:
-    """A config tuned on another problem: capped at this problem's default core count unless
-    ``larger`` (it goes to a problem at least as large as its own), and with ordinary stores unless
-    ``larger`` or this problem's default streams (the transposed walk's does from 16 MiB of out on).
-    The size-blind common config is never ``larger``.
+def _carried(config: Tiling, space: Space, table: str, how: str, *, larger: bool, layout: Layout) -> tuple[Tiling, str]:
+    """A config tuned on another problem (``how``: "nearest 2^N" or "best common", of the table file
+    ``table``), with its source (``frozen <table> [<how>, <notes>]``): capped at this problem's
+    default core count unless ``larger`` (it goes to a problem at least as large as its own), and
+    with ordinary stores unless ``larger`` or this problem's default streams (the transposed walk's
+    does from 16 MiB of out on). The size-blind common config is never ``larger``.
 
     Every backend's default sizes its cores (threads, programs, AI cores) to the work; a config
     tuned at 2^16 with two threads, carried to 2^10, spent 8 us waking a thread for 1 us of work
@@ -290,14 +290,15 @@ def _carried(config: Tiling, space: Space, source: str, *, larger: bool, layout:
     tile and prefetch were chosen with streamed stores, and without them they are a point no study
     measured: on the Zen 3, the 51 such carries of the AVX2 table (2^10-2^26) ran at 0.95-1.36x
     the default's time in a first run, and none ran more than 3% under it in every run; KL's 0-d
-    common config (tile 256, prefetch 2) ran at 1.06-1.36x from 2^12 to 2^22 (results/performance.md,
-    section 77). The transposed walk's carries keep their tile: there the tile is the width of the
-    column blocks whatever the stores, and the 2^22 entries' tiles carried to 2^21 unstreamed ran
-    at 0.76-0.81x the default's time.
+    common config (tile 256, prefetch 2) ran at 1.10-1.36x from 2^16 to 2^22 in each of three runs
+    (results/performance.md, section 77). The transposed walk's carries keep their tile: there the
+    tile is the width of the column blocks whatever the stores, and the 2^22 entries' tiles carried
+    to 2^21 unstreamed ran at 0.76-0.81x the default's time. The first usable guess decides, as
+    before: where a device reads several tables, a chip table's streamed entry gives the default,
+    not the tier table's nearest entry (measured on the AVX2 host, which reads one table).
     """
     if config.stream and not space.default.stream and not larger and layout is Layout.CONTIGUOUS:
-        where = source.removeprefix("frozen ").replace(" [", " ", 1)
-        return space.default, f"default [{where} streams]"
+        return space.default, f"default [{table} {how} streams]"
     notes = []
     if config.cores > space.default.cores and not larger:
         capped = dataclasses.replace(config, cores=space.default.cores)
@@ -308,4 +309,4 @@ def _carried(config: Tiling, space: Space, source: str, *, larger: bool, layout:
     if config.stream != want:
         config = dataclasses.replace(config, stream=want)  # a member: every space with the knob has both
         notes.append("streamed as the default" if want else "not streamed")
-    return config, source + "".join(f", {n}" for n in notes) + "]"
+    return config, f"frozen {table} [{how}" + "".join(f", {n}" for n in notes) + "]"

@@ -83,10 +83,14 @@ def spinning_on(cpu: int, count: int) -> Iterator[None]:
     if this process dies first."""
     spin = f"import os, time\nos.sched_setaffinity(0, {{{cpu}}})\nprint(flush=True)\nend = time.time() + 300\n"
     spin += "while time.time() < end: pass"
-    spinners = [subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE) for _ in range(count)]
+    spinners: list[subprocess.Popen[bytes]] = []
     try:
+        for _ in range(count):
+            spinners.append(subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE))
         for p in spinners:
-            assert p.stdout is not None and p.stdout.readline() == b"\n", "a spinner did not start"
+            ready = p.stdout.readline() if p.stdout is not None else b""
+            if ready != b"\n":
+                raise RuntimeError(f"a spinner did not start: it printed {ready!r}")
         yield
     finally:
         for p in spinners:

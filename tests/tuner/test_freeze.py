@@ -144,8 +144,8 @@ def test_a_config_carried_to_a_larger_problem_keeps_its_tuned_core_count(tmp_pat
 
 def test_a_streamed_contiguous_config_runs_only_on_problems_at_least_as_large_as_its_own(tmp_path: Path) -> None:
     """Below its bucket, and through the size-blind common config, a streamed config of the
-    contiguous loop would run unstreamed, a point no study measured (1.12-1.36x the default's time
-    for KL's 0-d common config on the Zen 3, results/performance.md section 77): the default runs,
+    contiguous loop would run unstreamed, a point no study measured (1.10-1.36x the default's time
+    for KL's 0-d common config at 2^16-2^22 on the Zen 3, results/performance.md section 77): the default runs,
     and the source names the entry passed over."""
     space, key = _space_and_key(20)
     assert not space.default.stream

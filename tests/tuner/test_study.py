@@ -486,7 +486,8 @@ def test_busy_host_is_a_cpu_wait_of_busy_wait_or_more_whatever_the_load_read() -
     assert st.busy_host({**quiet_load, "cpu_wait": timing.BUSY_WAIT})  # the lagging load read quiet
     assert not st.busy_host({**quiet_load, "cpu_wait": timing.BUSY_WAIT / 2})
     assert not st.busy_host({**quiet_load, "cpu_wait": None})  # an OS that does not say: the load decides
-    assert st.busy_host({"load1": [3.0], "cpus": 2, "cpu_wait": float("nan")})  # nor does NaN
+    for none in (float("nan"), True):  # no reading either (pandas' gap, a flag): the quiet load decides
+        assert not st.busy_host({**quiet_load, "cpu_wait": none})
     assert st.busy_host({"load1": [3.0], "cpus": 2, "cpu_wait": 0.0})  # either reading makes it busy
     reading = st.busy_reading({**quiet_load, "cpu_wait": 0.31})
     assert reading == "1-minute load 0.3-0.4 on 2 CPUs; waited for a CPU 31% of its run"

@@ -21,6 +21,7 @@ and prints each one's median (us) and its time over the default's, round by roun
 (min-max). Outputs are checked bit for bit against the default's first.
 
     python results/bench/x86_64-avx2-2t-znver3-cpu-only/probes/carry.py [ROUNDS] [OP...]
+    python results/bench/x86_64-avx2-2t-znver3-cpu-only/probes/carry.py count
 
 Not part of the package.
 """
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+import warnings
 
 import torch
 
@@ -46,17 +48,22 @@ BUCKETS = range(10, 27)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def carry(ex: Executor, *, pass_drops: bool) -> tuple[Tiling, str]:
-    """The nearest and common steps of the lookup, each carry made as the transposed walk's is (as
-    every layout's was before section 77); with ``pass_drops``, a carry that would switch a config's
-    streaming off is passed over for the next entry in order, then the common config, then the
-    default."""
+def carry(ex: Executor, *, pass_drops: bool, names: tuple[str, ...] | None = None) -> tuple[Tiling, str] | None:
+    """The nearest and common steps of the lookup through the tables ``names`` (default: this
+    host's), each carry made as the transposed walk's is (as every layout's was before section 77);
+    None where a table has an exact entry for the problem (no guess). With ``pass_drops``, a carry
+    that would switch a config's streaming off is passed over for the next entry in order, then
+    the common config, then the default."""
     key, space = ex.key, ex.space
-    tables = [t for t in (frozen.load("cpu", d) for d in BACKEND.facts().lookup_names) if t]
+    tables = [t for t in (frozen.load("cpu", d) for d in names or BACKEND.facts().lookup_names) if t]
+    if any(frozen._matches(e, key, bucket=True) for t in tables for e in t.entries):
+        return None
 
-    def carried(config: Tiling, source: str, larger: bool) -> tuple[Tiling, str] | None:
-        made = frozen._carried(config, space, source, larger=larger, layout=Layout.TRANSPOSED)
-        return None if pass_drops and config.stream and not made[0].stream else made
+    def carried(config: Tiling, table: str, how: str, larger: bool) -> tuple[Tiling, str] | None:
+        made, source = frozen._carried(config, space, table, how, larger=larger, layout=Layout.TRANSPOSED)
+        if pass_drops and config.stream and not made.stream:
+            return None
+        return made, source[source.index("[") :]
 
     for table in tables:
         near = sorted(
@@ -71,25 +78,25 @@ def carry(ex: Executor, *, pass_drops: bool) -> tuple[Tiling, str]:
         )
         for entry in near:
             config = frozen._usable(table, entry, space, "cpu", same_problem=False)
-            if config is None:
-                continue
-            made = carried(config, f"[nearest 2^{entry['bucket']}", int(entry["bucket"]) <= key.bucket)
-            if made is not None or not pass_drops:
-                return made or (space.default, "[default]")
+            if config is not None:
+                made = carried(config, table.path.name, f"nearest 2^{entry['bucket']}", entry["bucket"] <= key.bucket)
+                if made is not None:
+                    return made
     for table in tables:
         common = (table.common or {}).get(frozen.common_name(key.op.value, key.log_target, key.layout.value))
         if isinstance(common, dict):
             config = frozen._usable(table, common, space, "cpu", same_problem=False)
             if config is not None:
-                made = carried(config, "[best common", False)
-                if made is not None or not pass_drops:
-                    return made or (space.default, "[default]")
+                made = carried(config, table.path.name, "best common", False)
+                if made is not None:
+                    return made
     return space.default, "[default]"
 
 
-def dropped(ex: Executor) -> bool:
+def dropped(ex: Executor, names: tuple[str, ...] | None = None) -> bool:
     """Whether the lookup before section 77 carried a config to ``ex``'s problem with its streaming dropped."""
-    return not frozen.is_exact(ex.config_source) and "not streamed" in carry(ex, pass_drops=False)[1]
+    found = carry(ex, pass_drops=False, names=names)
+    return found is not None and "not streamed" in found[1]
 
 
 def executor(case: Case, tensors: tuple[torch.Tensor, ...], config: Tiling | None = None) -> Executor:
@@ -99,23 +106,29 @@ def executor(case: Case, tensors: tuple[torch.Tensor, ...], config: Tiling | Non
 
 def unfilled(case: Case) -> tuple[torch.Tensor, ...]:
     """Tensors of the case's shapes and strides, left unfilled: enough for the lookup, and 99
-    lookups over 2^10-2^26 on seeded inputs took minutes."""
-    n = case.numel
+    lookups over 2^10-2^26 on seeded inputs took minutes. The layouts as ``Case.inputs`` makes them."""
+    n, rows = case.numel, LAYOUT_ROWS
     g, x, t = (torch.empty(n, dtype=case.dtype) for _ in range(3))
     if case.reduction is not Reduction.NONE:
         g = torch.empty((), dtype=case.dtype)
+    if case.layout is InputLayout.CONTIGUOUS:
+        return g, x, t
     if case.layout is InputLayout.TRANSPOSED:
-        x, t = (v.reshape(-1, LAYOUT_ROWS).t() for v in (x, t))
-        g = g.reshape(-1, LAYOUT_ROWS).t() if g.dim() else g
-    return g, x, t
+        x, t = (v.reshape(-1, rows).t() for v in (x, t))
+        return (g.reshape(-1, rows).t() if g.dim() else g), x, t
+    g = g.reshape(rows, -1) if g.dim() else g
+    if case.layout is InputLayout.BROADCAST:
+        return g, x.reshape(rows, -1), t.reshape(rows, -1)[:1].expand(rows, n // rows)
+    return g, x.reshape(rows, -1)[:1], t.reshape(rows, -1)  # SUMMED
 
 
 def row(name: str, case: Case, ex: Executor, rounds: int) -> None:
     """One touched problem: carried, kept and the default, and the default again on an out of its
     own (``control``): two outs of one config read 1.05-1.07x apart at 2^10-2^12 in a first run,
     which is the floor a ratio here must clear."""
-    old, old_source = carry(ex, pass_drops=False)
-    alt, alt_source = carry(ex, pass_drops=True)
+    found, candidate = carry(ex, pass_drops=False), carry(ex, pass_drops=True)
+    assert found is not None and candidate is not None, "an exact entry: no carry"
+    (old, old_source), (alt, alt_source) = found, candidate
     space: Space = ex.space
     configs = {"default": space.default, "control": space.default, "carried": old, "kept": alt}
     names = ["default", "control"]
@@ -149,7 +162,40 @@ def row(name: str, case: Case, ex: Executor, rounds: int) -> None:
     )
 
 
+def count() -> None:
+    """``count``: no timing. For every CPU table file, through the lookup a host of it makes (a
+    chip's table, then its tier's), the carries that drop streaming, by layout and step: the
+    problems section 77's rule sends to the default. Through *this* host's spaces, so an entry whose
+    knobs this host's space lacks reads as unusable here: a count for the other hosts, not their
+    measurement."""
+    print(f"# count mode on {cpu_loops.target_cpu()}: this host's spaces; 2^10-2^26, every layout")
+    print("| tables read | contiguous drops | transposed drops | broadcast / summed drops |")
+    print("|---|---|---|---|")
+    names = sorted(p.stem for p in (frozen.CONFIG_DIR / "cpu").glob("*.json"))
+    for name in names:
+        parts = name.split("-")
+        tier = "-".join(p for p in parts if not p.startswith("znver"))
+        chain = (name,) if tier == name else (name, tier)
+        drops = {lay: 0 for lay in InputLayout}
+        for op, log in OPS.values():
+            for dtype in DTYPES:
+                for reduction in (Reduction.NONE, Reduction.MEAN):
+                    for layout in InputLayout:
+                        if layout is InputLayout.SUMMED and op is not Op.KL_DIV:
+                            continue
+                        for b in BUCKETS:
+                            case = Case(op, dtype, (1 << b,), reduction, log_target=log, layout=layout)
+                            with warnings.catch_warnings():
+                                warnings.simplefilter("ignore", frozen.FrozenConfigWarning)
+                                drops[layout] += dropped(executor(case, unfilled(case)), chain)
+        other = drops[InputLayout.BROADCAST] + drops[InputLayout.SUMMED]
+        print(f"| {', '.join(chain)} | {drops[InputLayout.CONTIGUOUS]} | {drops[InputLayout.TRANSPOSED]} | {other} |")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["count"]:
+        count()
+        return
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 7
     ops = sys.argv[2:] or list(OPS)
     print(f"# {cpu_loops.target_cpu()}, {rounds} rounds; time over the default's: median (min-max) of rounds")

@@ -223,15 +223,7 @@ def lookup(
             if config is not None:
                 return config, f"frozen {table.path.name} [{EXACT} 2^{key.bucket}]"
     for table in tables:
-        near = sorted(  # an entry without a whole-number bucket has no distance: not a nearest one
-            (
-                e
-                for e in table.entries
-                if _matches(e, key, bucket=False) and isinstance(e.get("bucket"), int) and e["bucket"] != key.bucket
-            ),
-            key=lambda e: abs(int(e.get("bucket", 0)) - key.bucket),  # type: ignore[call-overload]
-        )
-        for entry in near:
+        for entry in nearest(table, key):
             config = _usable(table, entry, space, backend, same_problem=False)
             if config is not None:
                 larger = int(entry.get("bucket", 0)) <= key.bucket  # type: ignore[call-overload]
@@ -244,6 +236,20 @@ def lookup(
             if config is not None:
                 return _carried(config, space, table.path.name, "best common", larger=False, layout=key.layout)
     return None
+
+
+def nearest(table: FrozenTable, key: ProblemKey) -> list[dict[str, object]]:
+    """The entries of ``key``'s problem at other buckets, nearest first (in log2 size; of two at one
+    distance, the table's order): the candidates of the lookup's nearest step. An entry without a
+    whole-number bucket has no distance, so it is never a nearest one."""
+    return sorted(
+        (
+            e
+            for e in table.entries
+            if _matches(e, key, bucket=False) and isinstance(e.get("bucket"), int) and e["bucket"] != key.bucket
+        ),
+        key=lambda e: abs(int(e["bucket"]) - key.bucket),  # type: ignore[call-overload]
+    )
 
 
 def _python_note(entry: dict[str, object]) -> str:
@@ -291,15 +297,25 @@ def _carried(config: Tiling, space: Space, table: str, how: str, *, larger: bool
     measured: on the Zen 3, the 51 such carries of the AVX2 table (2^10-2^26) ran at 0.95-1.36x
     the default's time in a first run, and none ran more than 3% under it in every run; KL's 0-d
     common config (tile 256, prefetch 2) ran at 1.10-1.36x from 2^16 to 2^22 in each of three runs
-    (results/performance.md, section 77). The transposed walk's carries keep their tile: there the
-    tile is the width of the column blocks whatever the stores, and the 2^22 entries' tiles carried
-    to 2^21 unstreamed ran at 0.76-0.81x the default's time. The first usable guess decides, as
-    before: where a device reads several tables, a chip table's streamed entry gives the default,
-    not the tier table's nearest entry (measured on the AVX2 host, which reads one table).
+    (results/performance.md, section 77). The first usable guess decides, as before: where a
+    device reads several tables, a chip table's streamed entry gives the default, not the tier
+    table's nearest entry (measured on the AVX2 host, which reads one table).
+
+    And in the CPU's transposed walk, a config carried to a smaller problem takes the default's
+    tile (``tile <N> as the default``). The tile is the width of the walk's column blocks, so at a
+    fixed tile a smaller problem has fewer blocks to share among the cores: the AVX2 table's tall
+    tiles (16384, 32768 words), tuned at 2^22, carried down ran at 0.97-1.07x the default's time
+    at 2^20 but 1.05-1.51x at 2^16, where a 16-bit walk's 32768-word block is the whole problem,
+    one core's work (section 78). Its other knobs (the row, the order, the deferred stores) carry.
     """
     if config.stream and not space.default.stream and not larger and layout is Layout.CONTIGUOUS:
         return space.default, f"default [{table} {how} streams]"
     notes = []
+    if layout is Layout.TRANSPOSED and space.backend == "cpu" and not larger and config.tile != space.default.tile:
+        tiled = dataclasses.replace(config, tile=space.default.tile)
+        if tiled in space:
+            config = tiled
+            notes.append(f"tile {tiled.tile} as the default")
     if config.cores > space.default.cores and not larger:
         capped = dataclasses.replace(config, cores=space.default.cores)
         if capped in space:

@@ -71,16 +71,25 @@ class Case:
         where = "" if self.layout is InputLayout.CONTIGUOUS else f" {self.layout.value}"
         return f"{self.op.value}{log} {dtype_name(self.dtype)} {shape}{where} {self.reduction.name.lower()}"
 
-    def inputs(self, device: torch.device | str, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def inputs(
+        self, device: torch.device | str, seed: int = 0, *, fill: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Seeded values, laid out as ``layout`` says: BROADCAST and TRANSPOSED are views of shape
         (64, numel / 64) over the same count of elements, never copies; SUMMED's input is the
-        first row of that shape, (1, numel / 64), against target's 64."""
-        gen = torch.Generator().manual_seed(seed)
+        first row of that shape, (1, numel / 64), against target's 64. ``fill=False``: the same
+        shapes and strides left unfilled, for what reads only them (a config lookup), since seeded
+        values at 2^26 take seconds a case."""
         grad_shape = self.shape if self.reduction is Reduction.NONE else ()
-        g = torch.randn(grad_shape, generator=gen) * 1.5 + 0.25
-        x = torch.randn(self.shape, generator=gen)
-        t = torch.rand(self.shape, generator=gen) if self.op is Op.KL_DIV else torch.randn(self.shape, generator=gen)
-        g, x, t = (v.to(self.dtype).to(device) for v in (g, x, t))
+        if fill:
+            gen = torch.Generator().manual_seed(seed)
+            g = torch.randn(grad_shape, generator=gen) * 1.5 + 0.25
+            x = torch.randn(self.shape, generator=gen)
+            draw = torch.rand if self.op is Op.KL_DIV else torch.randn  # KL's target: probabilities
+            t = draw(self.shape, generator=gen)
+            g, x, t = (v.to(self.dtype).to(device) for v in (g, x, t))
+        else:
+            g = torch.empty(grad_shape, dtype=self.dtype, device=device)
+            x, t = (torch.empty(self.shape, dtype=self.dtype, device=device) for _ in range(2))
         rows, cols = LAYOUT_ROWS, self.numel // LAYOUT_ROWS
         if self.layout is InputLayout.BROADCAST:
             return (

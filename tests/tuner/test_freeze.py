@@ -69,6 +69,28 @@ def test_lookup_order_exact_nearest_common_default(tmp_path: Path) -> None:
     assert frozen.lookup("cpu", "nodev", key, space, tmp_path) is None  # no table: the backend default
 
 
+def test_nearest_orders_other_buckets_by_log2_distance_ties_in_table_order(tmp_path: Path) -> None:
+    """The lookup's nearest step and the probes that replay it share this ordering: the problem's
+    own bucket, another problem's entries and a bucket that is not a whole number are no candidates."""
+    space, key = _space_and_key(16)
+    tiles = (256, 1024, 4096, 16384, 65536)
+    a, b, c, d, e = (Tiling(tile=t, cores=1, variant=Variant.FLAT) for t in tiles)
+    other_op = _entry(key, space, 17, a) | {"op": Op.L1.value}
+    entries = [_entry(key, space, 20, a), _entry(key, space, 16, b), _entry(key, space, 13, c)]
+    entries += [_entry(key, space, 19, d), _entry(key, space, "x", e), other_op]  # type: ignore[arg-type]
+    _write(tmp_path, entries)
+    table = frozen.load("cpu", "dev", tmp_path)
+    assert [x["bucket"] for x in frozen.nearest(table, key)] == [13, 19, 20]
+    at18 = ProblemKey(key.op, key.dtype, 18, key.grad_kind, key.layout, key.reduction_kind)
+    assert [x["bucket"] for x in frozen.nearest(table, at18)] == [
+        19,
+        20,
+        16,
+        13,
+    ]  # 20 and 16 tie: 20 comes first in the table
+    assert frozen.lookup("cpu", "dev", at18, space, tmp_path) == (d, "frozen dev.json [nearest 2^19]")
+
+
 def test_two_tables_are_read_step_by_step_most_specific_first(tmp_path: Path) -> None:
     """A chip's own table (tuned there) before its tier's (tuned on another chip of the tier): its
     exact entry wins, but the tier's exact entry still beats the chip's nearest bucket or common
@@ -170,7 +192,7 @@ def test_a_carried_config_keeps_the_streaming_of_a_default_that_streams(tmp_path
     """The transposed walk's default streams from 16 MiB of out on: an entry tuned on a smaller,
     cached out that stored ordinarily does not switch that off on a larger problem, and a streamed
     one carried down stores as the smaller problem's default does: unlike the contiguous loop's, a
-    walk's tile is its column blocks' width whatever the stores, and is carried."""
+    walk's tile is its column blocks' width whatever the stores, and the default's tile is kept."""
     facts = backends.get("cpu").facts()
     small = tiling.cpu_transposed_space(facts, 1 << 20, 1 << 22)  # 4 MiB out: default stores ordinarily
     large = tiling.cpu_transposed_space(facts, 1 << 24, 1 << 26)  # 64 MiB: default streams
@@ -189,6 +211,35 @@ def test_a_carried_config_keeps_the_streaming_of_a_default_that_streams(tmp_path
         ordinary,
         "frozen dev.json [nearest 2^25, not streamed]",
     )
+
+
+def test_a_transposed_walk_carried_to_a_smaller_problem_takes_the_default_tile(tmp_path: Path) -> None:
+    """The tile is the width of the walk's column blocks: a smaller problem has fewer of them to share
+    among the cores at the same tile (a 16-bit walk's 32768-word tile is all of 2^16), and the AVX2
+    table's tall tiles carried from 2^22 ran at 1.05-1.51x the default's time at 2^16 on the Zen 3
+    (results/performance.md, section 78). Carried up, and in the contiguous loop, a tile stands."""
+    facts = DeviceFacts("cpu", "x86_64-avx2", 2)  # a host whose walk offers the tall tiles
+    tiles = (4096, 16384, 32768)
+    small = tiling.cpu_transposed_space(facts, 1 << 16, 1 << 18, tiles)
+    big = tiling.cpu_transposed_space(facts, 1 << 23, 1 << 25, tiles)
+    key = ProblemKey(Op.MSE, "float32", 21, GradKind.FULL, Layout.TRANSPOSED, "none")
+    tall = Tiling(tile=32768, cores=2, variant=Variant.STRIDED)
+    _write(tmp_path, [_entry(key, small, 21, tall)], {"mse/transposed": _entry(key, small, 0, tall)})
+    at = {b: ProblemKey(key.op, key.dtype, b, key.grad_kind, key.layout, key.reduction_kind) for b in (16, 23)}
+    down = dataclasses.replace(tall, tile=small.default.tile, cores=small.default.cores)
+    assert small.default.tile == 4096 and down in small
+    carried = frozen.lookup("cpu", "dev", at[16], small, tmp_path)
+    assert carried[0] == down and carried[1].startswith("frozen dev.json [nearest 2^21")
+    assert "tile 4096 as the default" in carried[1]
+    up = frozen.lookup("cpu", "dev", at[23], big, tmp_path)
+    assert up[0].tile == 32768 and "tile" not in up[1]
+    other = ProblemKey(key.op, key.dtype, 23, GradKind.SCALAR, key.layout, "reduced")  # no entry: the common one
+    assert frozen.lookup("cpu", "dev", other, big, tmp_path)[0].tile == 4096  # size-blind: never larger
+    flat, flat_key = _space_and_key(16)
+    wide = Tiling(tile=65536, cores=1, variant=Variant.FLAT)
+    assert wide in flat and wide.tile != flat.default.tile
+    _write(tmp_path, [_entry(flat_key, flat, 20, wide)])
+    assert frozen.lookup("cpu", "dev", flat_key, flat, tmp_path) == (wide, "frozen dev.json [nearest 2^20]")
 
 
 def test_corrupt_file_is_reported_and_skipped(tmp_path: Path) -> None:

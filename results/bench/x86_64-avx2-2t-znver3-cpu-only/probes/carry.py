@@ -40,7 +40,7 @@ from kernels.backends.cpu import CpuBackend
 from kernels.executor import Executor
 from kernels.modes import Layout, Op, Reduction
 from kernels.tiling import Space, Tiling
-from tuner.problems import LAYOUT_ROWS, Case, InputLayout
+from tuner.problems import Case, InputLayout
 
 BACKEND = CpuBackend()
 OPS = {"mse": (Op.MSE, False), "l1": (Op.L1, False), "kl_div": (Op.KL_DIV, False), "kl_div-log": (Op.KL_DIV, True)}
@@ -50,33 +50,24 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 def carry(ex: Executor, *, pass_drops: bool, names: tuple[str, ...] | None = None) -> tuple[Tiling, str] | None:
     """The nearest and common steps of the lookup through the tables ``names`` (default: this
-    host's), each carry made as the transposed walk's is (as every layout's was before section 77);
-    None where a table has an exact entry for the problem (no guess). With ``pass_drops``, a carry
-    that would switch a config's streaming off is passed over for the next entry in order, then
-    the common config, then the default."""
+    host's), each carry made as every layout's was before section 77 (the strided layout's still
+    is: neither section 77's rule nor section 78's touches it); None where a table has an exact
+    entry for the problem (no guess). With ``pass_drops``, a carry that would switch a config's
+    streaming off is passed over for the next entry in order, then the common config, then the
+    default."""
     key, space = ex.key, ex.space
     tables = [t for t in (frozen.load("cpu", d) for d in names or BACKEND.facts().lookup_names) if t]
     if any(frozen._matches(e, key, bucket=True) for t in tables for e in t.entries):
         return None
 
     def carried(config: Tiling, table: str, how: str, larger: bool) -> tuple[Tiling, str] | None:
-        made, source = frozen._carried(config, space, table, how, larger=larger, layout=Layout.TRANSPOSED)
+        made, source = frozen._carried(config, space, table, how, larger=larger, layout=Layout.STRIDED)
         if pass_drops and config.stream and not made.stream:
             return None
         return made, source[source.index("[") :]
 
     for table in tables:
-        near = sorted(
-            (
-                e
-                for e in table.entries
-                if frozen._matches(e, key, bucket=False)
-                and isinstance(e.get("bucket"), int)
-                and e["bucket"] != key.bucket
-            ),
-            key=lambda e: abs(int(e["bucket"]) - key.bucket),
-        )
-        for entry in near:
+        for entry in frozen.nearest(table, key):
             config = frozen._usable(table, entry, space, "cpu", same_problem=False)
             if config is not None:
                 made = carried(config, table.path.name, f"nearest 2^{entry['bucket']}", entry["bucket"] <= key.bucket)
@@ -102,24 +93,6 @@ def dropped(ex: Executor, names: tuple[str, ...] | None = None) -> bool:
 def executor(case: Case, tensors: tuple[torch.Tensor, ...], config: Tiling | None = None) -> Executor:
     g, x, t = tensors
     return case.phase_one(g, x, t, case.out_like(x), "cpu", config=config)
-
-
-def unfilled(case: Case) -> tuple[torch.Tensor, ...]:
-    """Tensors of the case's shapes and strides, left unfilled: enough for the lookup, and 99
-    lookups over 2^10-2^26 on seeded inputs took minutes. The layouts as ``Case.inputs`` makes them."""
-    n, rows = case.numel, LAYOUT_ROWS
-    g, x, t = (torch.empty(n, dtype=case.dtype) for _ in range(3))
-    if case.reduction is not Reduction.NONE:
-        g = torch.empty((), dtype=case.dtype)
-    if case.layout is InputLayout.CONTIGUOUS:
-        return g, x, t
-    if case.layout is InputLayout.TRANSPOSED:
-        x, t = (v.reshape(-1, rows).t() for v in (x, t))
-        return (g.reshape(-1, rows).t() if g.dim() else g), x, t
-    g = g.reshape(rows, -1) if g.dim() else g
-    if case.layout is InputLayout.BROADCAST:
-        return g, x.reshape(rows, -1), t.reshape(rows, -1)[:1].expand(rows, n // rows)
-    return g, x.reshape(rows, -1)[:1], t.reshape(rows, -1)  # SUMMED
 
 
 def row(name: str, case: Case, ex: Executor, rounds: int) -> None:
@@ -187,7 +160,7 @@ def count() -> None:
                             case = Case(op, dtype, (1 << b,), reduction, log_target=log, layout=layout)
                             with warnings.catch_warnings():
                                 warnings.simplefilter("ignore", frozen.FrozenConfigWarning)
-                                drops[layout] += dropped(executor(case, unfilled(case)), chain)
+                                drops[layout] += dropped(executor(case, case.inputs("cpu", fill=False)), chain)
         other = drops[InputLayout.BROADCAST] + drops[InputLayout.SUMMED]
         print(f"| {', '.join(chain)} | {drops[InputLayout.CONTIGUOUS]} | {drops[InputLayout.TRANSPOSED]} | {other} |")
 
@@ -208,7 +181,7 @@ def main() -> None:
                 for layout in (InputLayout.CONTIGUOUS, InputLayout.TRANSPOSED):
                     for b in BUCKETS:
                         case = Case(op, dtype, (1 << b,), reduction, log_target=log, layout=layout)
-                        ex = executor(case, unfilled(case))
+                        ex = executor(case, case.inputs("cpu", fill=False))
                         if dropped(ex):
                             row(name, case, ex, rounds)
 

@@ -11,6 +11,10 @@ partner. Outputs bit for bit against the default's first.
 
     python results/bench/x86_64-avx2-2t-znver3-cpu-only/probes/transposed_tiles.py [ROUNDS] [LOG2_SIZE]
 
+Section 78 ran it at 2^16-2^21 on the table of section 77 (``transposed_tiles-2p16.txt`` ...
+``-2p21.txt``), then, after the table's studies at 2^20 and 2^21 and the default's tile for a
+carry to a smaller problem, at 2^21, 2^19 and 2^16 again (``transposed_tiles-2p*-after.txt``).
+
 Not part of the package. No study decides anything from it: it says whether a study at that size
 could.
 """

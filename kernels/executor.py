@@ -110,7 +110,8 @@ class Executor:
     device: str  # the device class the config table was looked up for
     config: Tiling
     # "explicit", "frozen <file> [<how>]", "default", or "default [<file> <how> streams]" (a streamed
-    # guess not carried to a problem whose default does not stream: kernels.frozen._carried)
+    # guess not carried to a problem whose default does not stream: kernels.frozen._carried); <how>
+    # may carry notes: "cores capped at N", "not streamed", "tile 4096 as the default", ...
     config_source: str
     space: Space
     key: ProblemKey

@@ -2,7 +2,8 @@
 
 Lookup order: exact bucket, nearest bucket (same op, dtype, gradient kind, layout, reduction kind),
 the device's best common config, the backend default (also where the contiguous loop's nearest or
-common config streams and would be carried unstreamed); where a device reads several tables (a CPU:
+common config streams and would be carried unstreamed; the CPU's transposed walk carried to a
+smaller problem takes the default's tile); where a device reads several tables (a CPU:
 its microarchitecture's, then its vector tier's), each step goes through all of them in turn. A
 file that is corrupt, of another schema, or whose entries no longer fit the current space is
 reported once and skipped, never fatal.
@@ -304,9 +305,13 @@ def _carried(config: Tiling, space: Space, table: str, how: str, *, larger: bool
     And in the CPU's transposed walk, a config carried to a smaller problem takes the default's
     tile (``tile <N> as the default``). The tile is the width of the walk's column blocks, so at a
     fixed tile a smaller problem has fewer blocks to share among the cores: the AVX2 table's tall
-    tiles (16384, 32768 words), tuned at 2^22, carried down ran at 0.97-1.07x the default's time
+    tiles (16384, 32768 words), tuned at 2^22, carried down ran at 0.88-1.07x the default's time
     at 2^20 but 1.05-1.51x at 2^16, where a 16-bit walk's 32768-word block is the whole problem,
     one core's work (section 78). Its other knobs (the row, the order, the deferred stores) carry.
+    The size-blind common config, never ``larger``, always takes the default's tile there; and a
+    carry of one bucket down takes it too, though at 2^21 the 2^22 entries' tall tiles had won
+    (0.73-0.86x): the AVX2 table has entries of its own at 2^20, 2^21 and 2^22 for every
+    transposed problem, so neither step is reached on it, and the AVX-512 walks have one tile.
     """
     if config.stream and not space.default.stream and not larger and layout is Layout.CONTIGUOUS:
         return space.default, f"default [{table} {how} streams]"

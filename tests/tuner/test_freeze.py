@@ -192,7 +192,8 @@ def test_a_carried_config_keeps_the_streaming_of_a_default_that_streams(tmp_path
     """The transposed walk's default streams from 16 MiB of out on: an entry tuned on a smaller,
     cached out that stored ordinarily does not switch that off on a larger problem, and a streamed
     one carried down stores as the smaller problem's default does: unlike the contiguous loop's, a
-    walk's tile is its column blocks' width whatever the stores, and the default's tile is kept."""
+    walk's tile is its column blocks' width whatever the stores (here the default's tile; a taller
+    one carried down is the next test's)."""
     facts = backends.get("cpu").facts()
     small = tiling.cpu_transposed_space(facts, 1 << 20, 1 << 22)  # 4 MiB out: default stores ordinarily
     large = tiling.cpu_transposed_space(facts, 1 << 24, 1 << 26)  # 64 MiB: default streams
@@ -240,6 +241,11 @@ def test_a_transposed_walk_carried_to_a_smaller_problem_takes_the_default_tile(t
     assert wide in flat and wide.tile != flat.default.tile
     _write(tmp_path, [_entry(flat_key, flat, 20, wide)])
     assert frozen.lookup("cpu", "dev", flat_key, flat, tmp_path) == (wide, "frozen dev.json [nearest 2^20]")
+    gpu = cuda_space(DeviceFacts("cuda", "h200", 132), (Variant.FLAT, Variant.STRIDED), 1 << 16)
+    block = Tiling(tile=4096, cores=gpu.default.cores, variant=Variant.STRIDED, num_warps=4)
+    assert block in gpu and block.tile != gpu.default.tile  # a Triton program's block: no column walk
+    _write(tmp_path, [_entry(key, gpu, 21, block, "cuda")], backend="cuda")
+    assert frozen.lookup("cuda", "dev", at[16], gpu, tmp_path) == (block, "frozen dev.json [nearest 2^21]")
 
 
 def test_corrupt_file_is_reported_and_skipped(tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ For every op x dtype x gradient kind x layout (contiguous, transposed) at every 
 where the lookup as it was before section 77 drops a config's streaming (the nearest step or the
 common step), this times in interleaved rounds in one process:
 
-- ``carried``: what that lookup gives (each carry made as the transposed walk's still is);
+- ``carried``: what that lookup gives (each carry made as every layout's was before section 77,
+  tile and all);
 - ``kept``: the next entry in the lookup's order whose carry keeps its store mode (a nearer one
   that would drop its streaming passed over), else the common config, else the default: the
   candidate rule not taken;

@@ -82,12 +82,8 @@ def test_nearest_orders_other_buckets_by_log2_distance_ties_in_table_order(tmp_p
     table = frozen.load("cpu", "dev", tmp_path)
     assert [x["bucket"] for x in frozen.nearest(table, key)] == [13, 19, 20]
     at18 = ProblemKey(key.op, key.dtype, 18, key.grad_kind, key.layout, key.reduction_kind)
-    assert [x["bucket"] for x in frozen.nearest(table, at18)] == [
-        19,
-        20,
-        16,
-        13,
-    ]  # 20 and 16 tie: 20 comes first in the table
+    # 20 and 16 tie: 20 comes first in the table
+    assert [x["bucket"] for x in frozen.nearest(table, at18)] == [19, 20, 16, 13]
     assert frozen.lookup("cpu", "dev", at18, space, tmp_path) == (d, "frozen dev.json [nearest 2^19]")
 
 

@@ -41,7 +41,9 @@ from kernels.backends.cpu import CpuBackend
 from kernels.executor import Executor
 from kernels.modes import Layout, Op, Reduction
 from kernels.tiling import Space, Tiling
+from tuner.goals import spread
 from tuner.problems import Case, InputLayout
+from tuner.study import round_ratios
 
 BACKEND = CpuBackend()
 OPS = {"mse": (Op.MSE, False), "l1": (Op.L1, False), "kl_div": (Op.KL_DIV, False), "kl_div-log": (Op.KL_DIV, True)}
@@ -122,8 +124,8 @@ def row(name: str, case: Case, ex: Executor, rounds: int) -> None:
     def over(n: str) -> str:
         if n not in measured:
             return "= default"
-        ratios = [m / b for m, b in zip(measured[n].medians, base, strict=True)]
-        return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+        ratios = round_ratios(base, measured[n].medians)
+        return f"{statistics.median(ratios):.2f} ({spread(ratios, '.2f')})"
 
     grad = "0-d" if case.reduction is Reduction.MEAN else "full"
     dtype = str(case.dtype).removeprefix("torch.")

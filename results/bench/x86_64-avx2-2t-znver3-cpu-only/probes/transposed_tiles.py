@@ -32,16 +32,18 @@ from kernels.backends import cpu_loops
 from kernels.executor import Executor
 from kernels.modes import Op, Reduction
 from kernels.tiling import Tiling
+from tuner.goals import spread
 from tuner.problems import Case, InputLayout
+from tuner.study import round_ratios
 
 OPS = {"mse": (Op.MSE, False), "l1": (Op.L1, False), "kl_div": (Op.KL_DIV, False), "kl_div-log": (Op.KL_DIV, True)}
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def over(a: list[float], b: list[float]) -> str:
-    """``a`` over ``b`` round by round: the median (min-max)."""
-    r = [x / y for x, y in zip(a, b, strict=True)]
-    return f"{statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})"
+    """``a`` over ``b`` round by round: the median (min-max), as the Zen 5's probes print it."""
+    r = round_ratios(b, a)
+    return f"{statistics.median(r):.2f} ({spread(r, '.2f')})"
 
 
 def row(name: str, case: Case, rounds: int) -> None:

@@ -227,7 +227,7 @@ def lookup(
         for entry in nearest(table, key):
             config = _usable(table, entry, space, backend, same_problem=False)
             if config is not None:
-                larger = int(entry.get("bucket", 0)) <= key.bucket  # type: ignore[call-overload]
+                larger = int(entry["bucket"]) <= key.bucket  # type: ignore[call-overload]  # nearest: whole-number buckets only
                 how = f"nearest 2^{entry.get('bucket')}"
                 return _carried(config, space, table.path.name, how, larger=larger, layout=key.layout)
     for table in tables:

@@ -3,7 +3,7 @@
 Lookup order: exact bucket, nearest bucket (same op, dtype, gradient kind, layout, reduction kind),
 the device's best common config, the backend default (also where the contiguous loop's nearest or
 common config streams and would be carried unstreamed; the CPU's transposed walk carried to a
-smaller problem takes the default's tile); where a device reads several tables (a CPU:
+smaller problem takes the default's tile: each space's tiling.Carry); where a device reads several tables (a CPU:
 its microarchitecture's, then its vector tier's), each step goes through all of them in turn. A
 file that is corrupt, of another schema, or whose entries no longer fit the current space is
 reported once and skipped, never fatal.
@@ -229,13 +229,13 @@ def lookup(
             if config is not None:
                 larger = int(entry["bucket"]) <= key.bucket  # type: ignore[call-overload]  # nearest: whole-number buckets only
                 how = f"nearest 2^{entry.get('bucket')}"
-                return _carried(config, space, table.path.name, how, larger=larger, layout=key.layout)
+                return _carried(config, space, table.path.name, how, larger=larger)
     for table in tables:
         common = (table.common or {}).get(common_name(key.op.value, key.log_target, key.layout.value))
         if isinstance(common, dict):
             config = _usable(table, common, space, backend, same_problem=False)
             if config is not None:
-                return _carried(config, space, table.path.name, "best common", larger=False, layout=key.layout)
+                return _carried(config, space, table.path.name, "best common", larger=False)
     return None
 
 
@@ -273,7 +273,7 @@ def _python_note(entry: dict[str, object]) -> str:
     return ""
 
 
-def _carried(config: Tiling, space: Space, table: str, how: str, *, larger: bool, layout: Layout) -> tuple[Tiling, str]:
+def _carried(config: Tiling, space: Space, table: str, how: str, *, larger: bool) -> tuple[Tiling, str]:
     """A config tuned on another problem (``how``: "nearest 2^N" or "best common", of the table file
     ``table``), with its source (``frozen <table> [<how>, <notes>]``): capped at this problem's
     default core count unless ``larger`` (it goes to a problem at least as large as its own), and
@@ -292,7 +292,8 @@ def _carried(config: Tiling, space: Space, table: str, how: str, *, larger: bool
     default does. A config carried from a smaller problem that did not stream does not switch off
     a default's streaming either: that smaller out may have fit the cache where this one does not.
 
-    Except in the contiguous loop, where a streamed config that would lose its streaming is not
+    The space says where its loop departs from that (``space.carry``, tiling.Carry). In the
+    contiguous loop (``streamed_whole``) a streamed config that would lose its streaming is not
     carried at all: the default runs, named as such (``default [<file> nearest 2^N streams]``). Its
     tile and prefetch were chosen with streamed stores, and without them they are a point no study
     measured: on the Zen 3, the 51 such carries of the AVX2 table (2^10-2^26) ran at 0.95-1.36x
@@ -302,9 +303,10 @@ def _carried(config: Tiling, space: Space, table: str, how: str, *, larger: bool
     device reads several tables, a chip table's streamed entry gives the default, not the tier
     table's nearest entry (measured on the AVX2 host, which reads one table).
 
-    And in the CPU's transposed walk, a config carried to a smaller problem takes the default's
-    tile (``tile <N> as the default``). The tile is the width of the walk's column blocks, so at a
-    fixed tile a smaller problem has fewer blocks to share among the cores: the AVX2 table's tall
+    And a config carried to a smaller problem takes the default's value of each knob the space
+    names ``sized`` (``<knob> <value> as the default``): the CPU's transposed walk names its tile.
+    The tile is the width of the walk's column blocks, so at a fixed tile a smaller problem has
+    fewer blocks to share among the cores: the AVX2 table's tall
     tiles (16384, 32768 words), tuned at 2^22, carried down ran at 0.88-1.07x the default's time
     at 2^20 but 1.05-1.51x at 2^16, where a 16-bit walk's 32768-word block is the whole problem,
     one core's work (section 78). Its other knobs (the row, the order, the deferred stores) carry.
@@ -313,14 +315,16 @@ def _carried(config: Tiling, space: Space, table: str, how: str, *, larger: bool
     (0.73-0.86x): the AVX2 table has entries of its own at 2^20, 2^21 and 2^22 for every
     transposed problem, so neither step is reached on it, and the AVX-512 walks have one tile.
     """
-    if config.stream and not space.default.stream and not larger and layout is Layout.CONTIGUOUS:
+    rule = space.carry  # the loop's own rules (tiling.Carry): the two exceptions below
+    if rule.streamed_whole and config.stream and not space.default.stream and not larger:
         return space.default, f"default [{table} {how} streams]"
     notes = []
-    if layout is Layout.TRANSPOSED and space.backend == "cpu" and not larger and config.tile != space.default.tile:
-        tiled = dataclasses.replace(config, tile=space.default.tile)
-        if tiled in space:
-            config = tiled
-            notes.append(f"tile {tiled.tile} as the default")
+    for name in () if larger else rule.sized:
+        value = getattr(space.default, name)
+        sized = dataclasses.replace(config, **{name: value})
+        if sized != config and sized in space:
+            config = sized
+            notes.append(f"{name} {value} as the default")
     if config.cores > space.default.cores and not larger:
         capped = dataclasses.replace(config, cores=space.default.cores)
         if capped in space:

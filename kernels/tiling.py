@@ -101,6 +101,30 @@ class Constraint:
 
 
 @dataclass(frozen=True)
+class Carry:
+    """What a config tuned on another problem keeps when the lookup carries it to this space's
+    problem (kernels.frozen._carried), beyond the rules every space shares there: on a smaller
+    problem the default's core count as a cap, and stores as the default's unless carried up. The
+    space names these because they are its loop's: which knobs follow the problem's size, and which
+    were chosen together with the stores."""
+
+    # Knobs a config carried to a smaller problem takes from the default. The transposed walk's tile
+    # is the width of its column blocks: at a tall tile a smaller problem has fewer blocks for the
+    # cores to share (1.05-1.51x the default's time at 2^16 on the Zen 3, performance.md section 78).
+    sized: tuple[str, ...] = ()
+    # Whether a streamed config that a carry would store ordinarily is not carried at all (the
+    # default runs): the contiguous loop's tile and prefetch were chosen with streamed stores, and
+    # without them are a point no study measured (1.10-1.36x the default's time, section 77).
+    streamed_whole: bool = False
+
+    def __post_init__(self) -> None:
+        knobs = {f.name for f in dataclasses.fields(Tiling)}
+        bad = [name for name in self.sized if name not in knobs]
+        if bad:
+            raise ValueError(f"Carry.sized: expected knobs of Tiling ({sorted(knobs)}), got {bad}")
+
+
+@dataclass(frozen=True)
 class Space:
     """The tiling space of one (op, backend, device, dtype, legal variants)."""
 
@@ -112,6 +136,9 @@ class Space:
     # knows which corner of a large space a memory-bound loop wants (cuda_space), a short study
     # starts there instead of at random. Starting points, not members of another kind: not hashed.
     seeds: tuple[Tiling, ...] = ()
+    # How a config tuned on another problem is carried here: the lookup's policy, not points of the
+    # space, so not hashed either (an entry's space hash is unchanged by it).
+    carry: Carry = Carry()
 
     def violations(self, config: Tiling) -> list[str]:
         """Names of the constraints (and knob ranges) a config breaks; empty when it is a member."""
@@ -191,6 +218,12 @@ _CPU_STREAMING = Constraint(
 )
 
 
+_CPU_LOOP_CARRY = Carry(streamed_whole=True)
+# The walk's stores carry as the default's whatever the tile: its tile is a column block's width,
+# not a buffer sized for streamed stores.
+_CPU_WALK_CARRY = Carry(sized=("tile",))
+
+
 def _cpu_default_cores(facts: DeviceFacts, numel: int) -> int:
     """PyTorch's untuned parallelism: one thread per GRAIN_SIZE elements, up to all threads."""
     return max(1, min(facts.cores, math.ceil(numel / CPU_GRAIN)))
@@ -208,7 +241,9 @@ def cpu_space(facts: DeviceFacts, variants: tuple[Variant, ...], numel: int) -> 
         ("prefetch", CPU_PREFETCH),
         ("stream", (False, True)),
     )
-    return Space("cpu", knobs, (_CPU_PREFETCHING, _CPU_STREAMING), default)
+    # streamed_whole: a strided or reduce walk (variants without a streaming loop) has no streamed
+    # member, so only the contiguous loop's configs meet the rule.
+    return Space("cpu", knobs, (_CPU_PREFETCHING, _CPU_STREAMING), default, carry=_CPU_LOOP_CARRY)
 
 
 # The transposed walk (cpu_loops.transposed) goes in tiles of 16 KiB of out through an L1 buffer by
@@ -266,7 +301,7 @@ def cpu_transposed_space(
     knobs += (("transpose_in", (False, True)),) if inputs_first else ()
     knobs += (("defer_out", (False, True)),) if deferred else ()
     constraints = (_CPU_ONE_ORDER,) if inputs_first and deferred else ()
-    return Space("cpu", knobs, constraints, default)
+    return Space("cpu", knobs, constraints, default, carry=_CPU_WALK_CARRY)
 
 
 # ---- cuda: persistent Triton programs ---------------------------------------------------------------

@@ -244,6 +244,35 @@ def test_a_transposed_walk_carried_to_a_smaller_problem_takes_the_default_tile(t
     assert frozen.lookup("cuda", "dev", at[16], gpu, tmp_path) == (block, "frozen dev.json [nearest 2^21]")
 
 
+def test_the_carry_rules_are_the_spaces_own(tmp_path: Path) -> None:
+    """The lookup takes its loop rules from the space (tiling.Carry), not from the layout: the CPU
+    loops' spaces name them, a CUDA space has none, and the same entry carried through a space whose
+    rule is swapped comes out as that rule says. The rule is not part of the space's hash."""
+    facts = DeviceFacts("cpu", "x86_64-avx2", 2)
+    assert tiling.cpu_space(facts, (Variant.FLAT,), 1 << 16).carry == tiling.Carry(streamed_whole=True)
+    assert tiling.cpu_transposed_space(facts, 1 << 16, 1 << 18).carry == tiling.Carry(sized=("tile",))
+    assert cuda_space(DeviceFacts("cuda", "h200", 132), (Variant.FLAT,), 1 << 16).carry == tiling.Carry()
+    space, key = _space_and_key(20)
+    plain, sized = (dataclasses.replace(space, carry=c) for c in (tiling.Carry(), tiling.Carry(sized=("tile",))))
+    assert plain.hash == sized.hash == space.hash
+    streamed = Tiling(tile=256, cores=2, variant=Variant.FLAT, prefetch=2, stream=True)
+    _write(tmp_path, [_entry(key, space, 23, streamed)])
+    at22 = dataclasses.replace(key, bucket=22)
+    assert frozen.lookup("cpu", "dev", at22, space, tmp_path) == (
+        space.default,
+        "default [dev.json nearest 2^23 streams]",
+    )
+    unstreamed = (dataclasses.replace(streamed, stream=False), "frozen dev.json [nearest 2^23, not streamed]")
+    assert frozen.lookup("cpu", "dev", at22, plain, tmp_path) == unstreamed  # the carry before section 77
+    resized = dataclasses.replace(streamed, tile=4096, stream=False)
+    assert frozen.lookup("cpu", "dev", at22, sized, tmp_path) == (
+        resized,
+        "frozen dev.json [nearest 2^23, tile 4096 as the default, not streamed]",
+    )
+    with pytest.raises(ValueError, match=r"Carry.sized: expected knobs of Tiling .* got \['width'\]"):
+        tiling.Carry(sized=("width",))
+
+
 def test_corrupt_file_is_reported_and_skipped(tmp_path: Path) -> None:
     space, key = _space_and_key()
     path = frozen.config_path("cpu", "dev", tmp_path)

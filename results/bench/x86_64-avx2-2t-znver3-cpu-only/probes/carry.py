@@ -29,6 +29,7 @@ Not part of the package.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import sys
 import warnings
@@ -39,8 +40,8 @@ from kernels import dispatch, frozen, timing
 from kernels.backends import cpu_loops
 from kernels.backends.cpu import CpuBackend
 from kernels.executor import Executor
-from kernels.modes import Layout, Op, Reduction
-from kernels.tiling import Space, Tiling
+from kernels.modes import Op, Reduction
+from kernels.tiling import Carry, Space, Tiling
 from tuner.goals import spread
 from tuner.problems import Case, InputLayout
 from tuner.study import round_ratios
@@ -53,18 +54,19 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 def carry(ex: Executor, *, pass_drops: bool, names: tuple[str, ...] | None = None) -> tuple[Tiling, str] | None:
     """The nearest and common steps of the lookup through the tables ``names`` (default: this
-    host's), each carry made as every layout's was before section 77 (the strided layout's still
-    is: neither section 77's rule nor section 78's touches it); None where a table has an exact
+    host's), each carry made as every layout's was before section 77 (through the space with no
+    loop rule of its own, ``Carry()``: neither section 77's rule nor section 78's); None where a table has an exact
     entry for the problem (no guess). With ``pass_drops``, a carry that would switch a config's
     streaming off is passed over for the next entry in order, then the common config, then the
     default."""
     key, space = ex.key, ex.space
+    plain = dataclasses.replace(space, carry=Carry())  # the carry's shared rules alone
     tables = [t for t in (frozen.load("cpu", d) for d in names or BACKEND.facts().lookup_names) if t]
     if any(frozen._matches(e, key, bucket=True) for t in tables for e in t.entries):
         return None
 
     def carried(config: Tiling, table: str, how: str, larger: bool) -> tuple[Tiling, str] | None:
-        made, source = frozen._carried(config, space, table, how, larger=larger, layout=Layout.STRIDED)
+        made, source = frozen._carried(config, plain, table, how, larger=larger)
         if pass_drops and config.stream and not made.stream:
             return None
         return made, source[source.index("[") :]

@@ -232,9 +232,11 @@ def report_rows(
     layouts: Collection[InputLayout] = tuple(InputLayout),
     goal_rounds: int | None = None,
     goal_numel: int = LARGE_NUMEL,
+    layout_numels: Collection[int] | None = None,
 ) -> list[BenchRow]:
     """The size sweep of the contiguous ``cases``, then broadcast and transposed forms of those of
-    REPORT_LAYOUT_SIZE (and KL's summed form), each timed beside its contiguous partner.
+    ``layout_numels`` elements (default REPORT_LAYOUT_SIZE; and KL's summed form), each timed beside
+    its contiguous partner, size by size in the order given.
 
     ``layouts`` picks the rows: without CONTIGUOUS the sweep's rows are left out, and the other
     layouts' rows are still timed beside their partners (the 16-bit transposed rows of four ops
@@ -251,9 +253,9 @@ def report_rows(
         for c in cases
         if InputLayout.CONTIGUOUS in layouts
     ]
-    size = 2 ** int(REPORT_LAYOUT_SIZE.split("^")[1])
-    for c in cases:
-        if c.numel == size and c.layout is InputLayout.CONTIGUOUS:
+    sizes = layout_numels if layout_numels is not None else (2 ** int(REPORT_LAYOUT_SIZE.split("^")[1]),)
+    for c in (c for size in sizes for c in cases if c.numel == size):
+        if c.layout is InputLayout.CONTIGUOUS:
             rows += [
                 bench_case(
                     dataclasses.replace(c, layout=lay),

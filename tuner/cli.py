@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -132,6 +133,12 @@ def _parser() -> argparse.ArgumentParser:
         help="size sweep 2^10..2^26 (unless --shape), plus broadcast and strided forms at 2^22",
     )
     bench.add_argument("--out", type=Path, help="with --report: also write the rows as JSON and the table as text")
+    bench.add_argument(
+        "--layout-size",
+        action="append",
+        help="with --report: a size (N or 2^K) of the sweep at which the broadcast, transposed and summed rows"
+        " are timed (repeatable; default 2^22)",
+    )
     bench.add_argument(
         "--goal-rounds",
         "--layout-rounds",  # its name before the 2^24-and-up rows took these rounds too
@@ -358,10 +365,10 @@ def _report(args: argparse.Namespace) -> int:
     import time
 
     from tuner import machine
-    from tuner.bench import REPORT_SIZES, as_dicts, format_report, report_rows
+    from tuner.bench import REPORT_LAYOUT_SIZE, REPORT_SIZES, as_dicts, format_report, report_rows
     from tuner.freeze import git_commit, write_atomic
     from tuner.goals import LARGE_NUMEL, pow2
-    from tuner.problems import InputLayout
+    from tuner.problems import InputLayout, parse_shape
 
     _positive(args.min_time, "--min-time")
     _positive(args.rounds, "--rounds")
@@ -375,6 +382,16 @@ def _report(args: argparse.Namespace) -> int:
     layouts = tuple(InputLayout.parse(x) for x in args.layout) if args.layout else tuple(InputLayout)
     args.layout = None
     cases = _cases(args)
+    # A layout row is timed beside its contiguous partner: a size the sweep lacks has none. The
+    # default is no promise of rows: a sweep without 2^22 prints none, as before the flag.
+    layout_numels = [math.prod(parse_shape(x)) for x in args.layout_size or (REPORT_LAYOUT_SIZE,)]
+    swept = sorted({c.numel for c in cases})
+    absent = [x for x, n in zip(args.layout_size or (), layout_numels, strict=False) if n not in swept]
+    if absent:
+        raise ValueError(
+            f"--layout-size: expected sizes of the report's sweep ({', '.join(pow2(n) for n in swept)}),"
+            f" got {', '.join(absent)}: add each with --shape"
+        )
     start = time.time()
     rows = report_rows(
         cases,
@@ -383,6 +400,7 @@ def _report(args: argparse.Namespace) -> int:
         rounds=args.rounds,
         goal_rounds=args.goal_rounds,
         layouts=layouts,
+        layout_numels=layout_numels,
     )
     commit = git_commit()[:7]
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
@@ -392,7 +410,8 @@ def _report(args: argparse.Namespace) -> int:
         f"{time.strftime('%Y-%m-%d')}, {time.time() - start:.0f} s\n"
         "medians of interleaved rounds; roofline = torch copy_ at the same working set (half read, half written);"
         f" roofline % and a layout's x over its contiguous partner: the median (min-max) of each round's ratio,"
-        f" {args.rounds} rounds, {args.goal_rounds} for the layout rows and those of {pow2(LARGE_NUMEL)} and up"
+        f" {args.rounds} rounds, {args.goal_rounds} for the layout rows (at {', '.join(map(pow2, layout_numels))})"
+        f" and those of {pow2(LARGE_NUMEL)} and up"
     )
     table = format_report(rows)
     if args.json:

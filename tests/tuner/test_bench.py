@@ -98,6 +98,22 @@ def test_rows_a_goal_reads_take_the_goal_rounds(monkeypatch: pytest.MonkeyPatch)
     assert [len(r.contiguous_x_rounds) for r in rows] == [0, 0, 3, 3]
 
 
+def test_layout_rows_are_timed_at_each_size_asked_in_its_order() -> None:
+    """layout_numels (bench --report --layout-size): the layout rows of every size asked, size by
+    size as given, each beside its own size's partner; a size the cases lack has no row."""
+    small = Case(Op.L1, torch.float32, (2**10,), Reduction.NONE)
+    rows = bench.report_rows(
+        [small, L1],
+        "cpu",
+        min_time_s=0.001,
+        rounds=1,
+        layouts=(InputLayout.TRANSPOSED,),
+        layout_numels=(2**12, 2**10, 2**14),
+    )
+    assert [(r.numel, r.case) for r in rows] == [(2**12, "transposed"), (2**10, "transposed")]
+    assert all(r.contiguous_s > 0 and len(r.contiguous_x_rounds) == 1 for r in rows)
+
+
 def test_layout_rows_are_judged_against_a_partner_timed_beside_them(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bench, "REPORT_LAYOUT_SIZE", "2^12")  # L1's size: small enough for a unit test
     transposed = Case(Op.L1, torch.float32, (64 * 64,), Reduction.NONE, layout=InputLayout.TRANSPOSED)

@@ -216,6 +216,26 @@ def test_bench_report_layout_picks_its_rows_each_beside_its_partner(
     assert not list(tmp_path.glob("bad*"))
 
 
+def test_bench_report_layout_size_times_the_layout_rows_at_each_size_of_the_sweep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--layout-size with --report: the layout rows at each size named, which the header names too;
+    a size the sweep lacks (no contiguous partner to time beside) is refused by name, with the
+    sweep's sizes, before anything is measured or written."""
+    argv = ["bench", "--report", "--op", "l1", "--shape", "2^10", "--shape", "2^12", "--reduction", "mean"]
+    timing = ["--min-time", "0.002", "--rounds", "1", "--goal-rounds", "1", "--layout", "transposed"]
+    sizes = ["--layout-size", "2^12", "--layout-size", "1024"]
+    assert main([*argv, *timing, *sizes, "--out", str(tmp_path / "r")]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [(r["numel"], r["case"]) for r in report["rows"]] == [(2**12, "transposed"), (2**10, "transposed")]
+    assert "for the layout rows (at 2^12, 2^10)" in report["header"]
+    capsys.readouterr()
+    assert main([*argv, *timing, "--layout-size", "2^21", "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "--layout-size: expected sizes of the report's sweep (2^10, 2^12), got 2^21: add each with --shape" in err
+    assert not list(tmp_path.glob("bad*"))
+
+
 def test_help_lists_every_subcommand_in_plain_words(capsys: pytest.CaptureFixture[str]) -> None:
     """argparse formats help strings with %: a bare '% r' once printed the action's dict into it."""
     with pytest.raises(SystemExit) as done:

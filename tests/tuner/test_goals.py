@@ -92,6 +92,28 @@ def test_kls_summed_rows_have_their_column_and_are_held_to_the_layout_line() -> 
     assert "| mse | float32 | 90/- | 120/- | 1.50 | 0.70-1.20 | - |" in text
 
 
+def test_layout_rows_at_several_sizes_are_each_checked_and_the_table_shows_the_worst() -> None:
+    """bench --report --layout-size 2^20 --layout-size 2^22: a layout row of each size is a goal of
+    its own, named by its size, and the table's cell, which has room for one ratio, is the worst."""
+    rows = [
+        _row(numel=2**20, case="transposed", tuned_s=2.5, contiguous_s=1.0),
+        _row(numel=2**22, case="transposed", tuned_s=1.2, contiguous_s=1.0),
+        _row(numel=2**20, case="transposed", reduction="mean", tuned_s=1.4, contiguous_s=1.0),
+        _row(numel=2**22, case="transposed", reduction="mean", tuned_s=1.6, contiguous_s=1.0),
+    ]
+    table, misses = evaluate(rows)
+    assert [m.line() for m in misses] == [
+        "mse float32 transposed full 2^20: 2.50x (goal <= 1.5x)",
+        "mse float32 transposed 0-d 2^22: 1.60x (goal <= 1.5x)",
+    ]
+    assert table[0].layout == {("transposed", "full"): 2.5, ("transposed", "0-d"): 1.6}
+    assert table[0].layout_numels == (2**20, 2**22)
+    text = format_goals(table, misses)
+    assert "| transposed full / 0-d (worst of 2^20, 2^22) | broadcast (worst of 2^20, 2^22) |" in text
+    assert "| mse | float32 | - | - | 2.50 / 1.60 | - |" in text  # no roofline row: "-", not an empty cell
+    assert "(worst of" not in format_goals(*evaluate(_met()))  # one size: the header as before
+
+
 def test_a_roofline_miss_gives_the_kernels_and_the_copys_bandwidth_where_the_report_has_them() -> None:
     """The same 44% is a slower kernel or a faster copy: the line says which (report.json rows carry
     gbps and copy_gbps from their own rounds; older reports have neither, and their line none)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -130,7 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--report",
         action="store_true",
-        help="size sweep 2^10..2^26 (unless --shape), plus broadcast and strided forms at 2^22",
+        help="size sweep 2^10..2^26 (unless --shape), plus broadcast and strided forms at 2^22 (or each --layout-size)",
     )
     bench.add_argument("--out", type=Path, help="with --report: also write the rows as JSON and the table as text")
     bench.add_argument(
@@ -176,6 +175,19 @@ def _parser() -> argparse.ArgumentParser:
     mach.add_argument("--json", action="store_true", help="print every host fact as JSON")
     mach.add_argument("--register", action="store_true", help="also run `asv machine --yes` under that name")
     return parser
+
+
+def _elements(text: str, name: str) -> int:
+    """A 1-d size, N or B^E elements (tuner.problems.parse_shape), or a ValueError naming ``name``."""
+    from tuner.problems import parse_shape
+
+    try:
+        shape = parse_shape(text)
+    except ValueError:
+        shape = ()
+    if len(shape) != 1 or shape[0] < 1:
+        raise ValueError(f"{name}: expected N or 2^K elements, got {text!r}")
+    return shape[0]
 
 
 def _positive(value: float | int | None, name: str) -> None:
@@ -368,7 +380,7 @@ def _report(args: argparse.Namespace) -> int:
     from tuner.bench import REPORT_LAYOUT_SIZE, REPORT_SIZES, as_dicts, format_report, report_rows
     from tuner.freeze import git_commit, write_atomic
     from tuner.goals import LARGE_NUMEL, pow2
-    from tuner.problems import InputLayout, parse_shape
+    from tuner.problems import InputLayout
 
     _positive(args.min_time, "--min-time")
     _positive(args.rounds, "--rounds")
@@ -384,9 +396,10 @@ def _report(args: argparse.Namespace) -> int:
     cases = _cases(args)
     # A layout row is timed beside its contiguous partner: a size the sweep lacks has none. The
     # default is no promise of rows: a sweep without 2^22 prints none, as before the flag.
-    layout_numels = [math.prod(parse_shape(x)) for x in args.layout_size or (REPORT_LAYOUT_SIZE,)]
+    named = [(x, _elements(x, "--layout-size")) for x in args.layout_size or (REPORT_LAYOUT_SIZE,)]
+    layout_numels = list(dict.fromkeys(n for _, n in named))  # a size named twice is timed once
     swept = sorted({c.numel for c in cases})
-    absent = [x for x, n in zip(args.layout_size or (), layout_numels, strict=False) if n not in swept]
+    absent = [x for x, n in named if args.layout_size and n not in swept]
     if absent:
         raise ValueError(
             f"--layout-size: expected sizes of the report's sweep ({', '.join(pow2(n) for n in swept)}),"

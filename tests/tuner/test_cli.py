@@ -220,11 +220,12 @@ def test_bench_report_layout_size_times_the_layout_rows_at_each_size_of_the_swee
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """--layout-size with --report: the layout rows at each size named, which the header names too;
-    a size the sweep lacks (no contiguous partner to time beside) is refused by name, with the
-    sweep's sizes, before anything is measured or written."""
+    a size named twice is timed once; a size the sweep lacks (no contiguous partner to time beside)
+    or not a 1-d size is refused by name, with what was expected, before anything is measured or
+    written."""
     argv = ["bench", "--report", "--op", "l1", "--shape", "2^10", "--shape", "2^12", "--reduction", "mean"]
     timing = ["--min-time", "0.002", "--rounds", "1", "--goal-rounds", "1", "--layout", "transposed"]
-    sizes = ["--layout-size", "2^12", "--layout-size", "1024"]
+    sizes = ["--layout-size", "2^12", "--layout-size", "1024", "--layout-size", "2^10"]  # 2^10 twice: once
     assert main([*argv, *timing, *sizes, "--out", str(tmp_path / "r")]) == 0
     report = json.loads((tmp_path / "r.json").read_text())
     assert [(r["numel"], r["case"]) for r in report["rows"]] == [(2**12, "transposed"), (2**10, "transposed")]
@@ -233,6 +234,9 @@ def test_bench_report_layout_size_times_the_layout_rows_at_each_size_of_the_swee
     assert main([*argv, *timing, "--layout-size", "2^21", "--out", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err
     assert "--layout-size: expected sizes of the report's sweep (2^10, 2^12), got 2^21: add each with --shape" in err
+    for size in ("2^x", "64x64", "0"):
+        assert main([*argv, *timing, "--layout-size", size, "--out", str(tmp_path / "bad")]) == 2
+        assert f"--layout-size: expected N or 2^K elements, got '{size}'" in capsys.readouterr().err
     assert not list(tmp_path.glob("bad*"))
 
 

@@ -13,7 +13,7 @@ from kernels import dispatch, timing
 from kernels.executor import Executor
 from kernels.modes import Op
 from tuner.goals import GRADS, LARGE_NUMEL, pow2, spread
-from tuner.problems import Case, InputLayout
+from tuner.problems import Case, InputLayout, parse_shape
 
 
 @dataclass(frozen=True)
@@ -253,7 +253,7 @@ def report_rows(
         for c in cases
         if InputLayout.CONTIGUOUS in layouts
     ]
-    sizes = layout_numels if layout_numels is not None else (2 ** int(REPORT_LAYOUT_SIZE.split("^")[1]),)
+    sizes = layout_numels if layout_numels is not None else parse_shape(REPORT_LAYOUT_SIZE)
     for c in (c for size in sizes for c in cases if c.numel == size):
         if c.layout is InputLayout.CONTIGUOUS:
             rows += [

@@ -399,8 +399,8 @@ def _report(args: argparse.Namespace) -> int:
     named = [(x, _elements(x, "--layout-size")) for x in args.layout_size or (REPORT_LAYOUT_SIZE,)]
     layout_numels = list(dict.fromkeys(n for _, n in named))  # a size named twice is timed once
     swept = sorted({c.numel for c in cases})
-    absent = [x for x, n in named if args.layout_size and n not in swept]
-    if absent:
+    absent = [x for x, n in named if n not in swept]
+    if args.layout_size and absent:
         raise ValueError(
             f"--layout-size: expected sizes of the report's sweep ({', '.join(pow2(n) for n in swept)}),"
             f" got {', '.join(absent)}: add each with --shape"

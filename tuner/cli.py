@@ -254,7 +254,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 def _frozen_as(final: dict[str, object]) -> str:
     """What --freeze writes: the default, a tuned config, or the table's incumbent held because no
-    contender beat it in every round (tuner.study.settle)."""
+    contender beat it beyond the control's chance (tuner.study.settle)."""
     from tuner.study import held
 
     if held(final):
@@ -262,10 +262,30 @@ def _frozen_as(final: dict[str, object]) -> str:
     return "tuned" if final.get("tuned") else "default"
 
 
+def _control_spread(ratios: object) -> str:
+    """A decision's control (its baseline's config timed again) over the baseline: the spread of
+    its round ratios, the floor the gate read the winner against; "-" for a decision taken before
+    the gate had one."""
+    if not isinstance(ratios, list) or not ratios:
+        return "-"
+    return f"{min(ratios):.2f}-{max(ratios):.2f}"
+
+
 def _summary(rows: list[dict[str, object]]) -> str:
     from tuner.study import busy_host
 
-    head = ("case", "trials", "failures", "best config", "x default", "noise", "frozen", "x vendor")
+    head = (
+        "case",
+        "trials",
+        "failures",
+        "best config",
+        "x default",
+        "noise",
+        "control",
+        "chance",
+        "frozen",
+        "x vendor",
+    )
     lines = [head]
     for r in rows:
         cand = r.get("best_candidate") or {}
@@ -279,6 +299,8 @@ def _summary(rows: list[dict[str, object]]) -> str:
                 config,
                 f"{1 / (1 - float(r.get('best_candidate_gain', 0.0))):.2f}",
                 f"{float(r.get('noise', 0.0)):.1%}",
+                _control_spread(r.get("control_ratios")),
+                "-" if r.get("chance") is None else f"{float(r['chance']):.3f}",  # type: ignore[arg-type]
                 _frozen_as(r) + (" (busy host)" if busy_host(r) else ""),
                 f"{float(r.get('speedup_vs_vendor', 0.0)):.2f}",
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,12 @@ def test_tune_with_table_output_and_freeze_flag(
     assert main([*argv, "--freeze", "--config-dir", str(tmp_path), "--bench"]) == 0
     out = capsys.readouterr().out
     assert "x default" in out and "froze 1 entries" in out and "roofline: copy bandwidth" in out
+    # the gate's reading: the control's ratios over the baseline (min-max) and the chance
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("case "))
+    assert lines[at].split()[7:10] == ["noise", "control", "chance"]
+    row = lines[at + 1]
+    assert re.search(r"\d\.\d\d-\d\.\d\d +\d\.\d{3} ", row), row
 
 
 def test_a_transposed_study_tunes_streaming_and_freezes_an_entry_of_its_own_layout(

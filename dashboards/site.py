@@ -277,12 +277,14 @@ def _pages(d: SiteData) -> dict[str, tuple[str, list[tuple[str, str, str]]]]:
                             "best_candidate",
                             "best_candidate_gain",
                             "noise",
+                            "chance",  # the gate's: the winner's rounds against the control's (tuner.study.decide)
                         ],
                         {
                             "median_s": _us,
                             "default_median_s": _us,
                             "best_candidate_gain": "{:+.1%}".format,
                             "noise": "{:.1%}".format,
+                            "chance": "{:.3f}".format,
                         },
                     ),
                 ),

@@ -53,6 +53,9 @@ def _add_case_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
 
 
+# the rounds of the report's rows a goal reads a ratio from (bench --report --goal-rounds)
+GOAL_ROUNDS = 7
+
 SKIP_BUSY_HELP = (
     "freeze no decision taken on a busy host (its finalists waited for a CPU 10%% of their run or more,"
     " or a 1-minute load >= CPUs + 1: the one `show` marks): the"
@@ -143,9 +146,9 @@ def _parser() -> argparse.ArgumentParser:
         "--layout-rounds",  # its name before the 2^24-and-up rows took these rounds too
         dest="goal_rounds",
         type=int,
-        default=7,
         help="with --report: rounds of the rows a goal reads a ratio from: the broadcast and transposed rows,"
-        " each timed beside its contiguous partner, and the contiguous rows of 2^24 and up, beside the copy",
+        f" each timed beside its contiguous partner, and the contiguous rows of 2^24 and up, beside the copy"
+        f" (default {GOAL_ROUNDS})",
     )
 
     goals = sub.add_parser("goals", help="the performance goals table and every miss, read off bench --report files")
@@ -386,6 +389,12 @@ def _bench(args: argparse.Namespace) -> int:
 
     if getattr(args, "report", False):  # `tune --bench` reuses this without the report flags
         return _report(args)
+    # the report's own flags are refused without it rather than dropped: a user who named an --out
+    # file expects it written
+    given = ("--out", "out"), ("--layout-size", "layout_size"), ("--goal-rounds", "goal_rounds")
+    for flag, name in given:
+        if getattr(args, name, None) is not None:
+            raise ValueError(f"{flag}: expected only with --report, got {flag} without it")
     rows = [
         bench_case(c, args.backend, min_time_s=getattr(args, "min_time", 0.1), rounds=getattr(args, "rounds", 3))
         for c in _cases(args)
@@ -406,6 +415,8 @@ def _report(args: argparse.Namespace) -> int:
 
     _positive(args.min_time, "--min-time")
     _positive(args.rounds, "--rounds")
+    if args.goal_rounds is None:
+        args.goal_rounds = GOAL_ROUNDS
     _positive(args.goal_rounds, "--goal-rounds")
     if not args.shape and not args.suite:
         args.shape = list(REPORT_SIZES)

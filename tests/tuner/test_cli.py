@@ -197,6 +197,18 @@ def test_bench_report_sweeps_sizes_and_layouts_and_writes_files(
     assert "--goal-rounds: expected a positive number, got 0" in capsys.readouterr().err
 
 
+def test_bench_refuses_the_reports_flags_without_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--out, --layout-size and --goal-rounds were read by --report only, and dropped silently
+    without it: a user who named an --out file got none. Each is refused by name, before anything
+    runs, and nothing is written."""
+    out = tmp_path / "report"
+    for flag, value in (("--out", str(out)), ("--layout-size", "2^20"), ("--goal-rounds", "7")):
+        assert main(["bench", *QUICK, flag, value]) == 2
+        err = capsys.readouterr().err
+        assert f"{flag}: expected only with --report, got {flag} without it" in err
+    assert not list(tmp_path.iterdir())
+
+
 def test_bench_report_layout_picks_its_rows_each_beside_its_partner(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

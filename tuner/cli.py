@@ -147,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
         dest="goal_rounds",
         type=int,
         help="with --report: rounds of the rows a goal reads a ratio from: the broadcast and transposed rows,"
-        f" each timed beside its contiguous partner, and the contiguous rows of 2^24 and up, beside the copy"
+        " each timed beside its contiguous partner, and the contiguous rows of 2^24 and up, beside the copy"
         f" (default {GOAL_ROUNDS})",
     )
 

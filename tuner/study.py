@@ -444,11 +444,12 @@ def _orderings(m: int, n: int) -> tuple[int, ...]:
 
 def chance(ratios: list[float], control: list[float]) -> float:
     """The chance that a config of the baseline's speed ranks this far below the control or further
-    (the exact one-sided Mann-Whitney p-value, no ties assumed): the share of all orders of the two
-    sets of rounds with a U no larger than ``out_of_order``'s. With 5 rounds each, all 5 below all
-    5 is 1/252; no order of 2 rounds each gets under 1/6."""
+    (the exact one-sided Mann-Whitney p-value): the share of all orders of the two sets of rounds
+    with a U no larger than ``out_of_order``'s, a half from a tie rounded up (against keeping).
+    With 5 rounds each, all 5 below all 5 is 1/252; 3 each reach ALPHA only all below all (1/20);
+    no order of 2 rounds each gets under 1/6."""
     counts = _orderings(len(ratios), len(control))
-    u = math.floor(out_of_order(ratios, control))
+    u = math.ceil(out_of_order(ratios, control))
     return sum(counts[: u + 1]) / sum(counts)
 
 
@@ -460,12 +461,15 @@ def decide(baseline: list[float], winner: list[float], control: list[float]) -> 
     again, an executor of its own) gives the same ratio for two runs of one config. The winner is
     kept if its median ratio gains MIN_GAIN or more and its ratios rank below the control's with a
     ``chance`` of ALPHA or less. A slow spell of the shared host that hits one round slows all
-    three and cancels in the ratios; the control's ratios are the floor the host leaves: where the
-    operands sit in the L3 one config read 0.77-1.22 of itself, round by round (performance.md,
-    section 79), and a fixed bar in every round (this gate's predecessor: MIN_GAIN in all of them)
-    let one such round veto a win of 20%, while a DRAM-bound size's control stays within a few
-    percent and asks as much as that bar did. ``noise`` is the relative spread of the winner's
-    ratios, reported beside the gain.
+    three and cancels in the ratios; the control's ratios are the floor the host leaves, which a
+    fixed bar in every round (this gate's predecessor: MIN_GAIN in all of them) could not see: in
+    the L3 one config read 0.86-1.19 of itself round by round, and one such round vetoed a tile that
+    read 0.73-0.82x the default's time in four other runs (performance.md, sections 79-80). The
+    floor moves with the host's hour, at DRAM-bound sizes too (one config 0.77-1.35 of itself over
+    25 rounds at 2^24, section 80), so it is measured, not assumed. ALPHA is per comparison: the
+    winner is the fastest of several contenders, so a decision's chance of keeping a config of the
+    baseline's speed is somewhat higher. ``noise`` is the relative spread of the winner's ratios,
+    reported beside the gain.
     """
     ratios = round_ratios(baseline, winner)
     floor = round_ratios(baseline, control)
@@ -485,7 +489,9 @@ class Settled:
     noise: float
     ratios: list[float]  # each round's winner over the baseline
     control: list[float]  # each round's control (the baseline's config again) over the baseline
-    chance: float  # of the winner's ratios ranking so far below the control's at the baseline's speed
+    # of the winner's ratios ranking so far below the control's at the baseline's speed; None where
+    # the winner is the baseline, whose ratios are all 1 and no reading of the gate
+    chance: float | None
 
 
 def settle(medians: list[float], rounds: list[list[float]], baseline: int, control: list[float]) -> Settled:
@@ -500,7 +506,8 @@ def settle(medians: list[float], rounds: list[list[float]], baseline: int, contr
     keep, _, noise = decide(rounds[baseline], rounds[winner], control)  # the baseline against itself: never kept
     ratios = round_ratios(rounds[baseline], rounds[winner])
     floor = round_ratios(rounds[baseline], control)
-    return Settled(winner if keep else baseline, winner, keep, noise, ratios, floor, chance(ratios, floor))
+    read = chance(ratios, floor) if winner != baseline else None
+    return Settled(winner if keep else baseline, winner, keep, noise, ratios, floor, read)
 
 
 def _finalists(

@@ -91,7 +91,9 @@ def test_tuning_loaders_read_a_real_journal(tmp_path: Path) -> None:
     assert done["seconds"].gt(0).all() and done["tile"].notna().all()
     finals = loaders.load_finals(storage)
     assert len(finals) == 1 and finals.loc[0, "op"] == "l1" and finals.loc[0, "median_s"] > 0
-    assert 0 < finals.loc[0, "chance"] <= 1  # the gate's reading, shown in the studies table
+    # the gate's reading, shown in the studies table (none where the default itself was fastest)
+    chance = finals.loc[0, "chance"]
+    assert "chance" in finals.columns and (pd.isna(chance) or 0 < chance <= 1)
     pages = site.build(tmp_path / "site", tmp_path, storage=storage, repo=None)
     studies = next(p.read_text() for p in pages if 'id="studies-table"' in p.read_text())
     head = studies.split('id="studies-table"')[1].split("</thead>")[0]

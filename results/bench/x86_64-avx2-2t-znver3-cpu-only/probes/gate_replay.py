@@ -6,7 +6,8 @@ keeps the winner when its median gains MIN_GAIN and its per-round ratios rank be
 1 - MIN_GAIN. Both read the same recorded rounds (``round_ratios``), so the old gate replays
 exactly on each decision taken with a control. This prints, for every study of the journal whose
 latest decision recorded ``control_ratios`` (filtered by a substring of the study's name), the
-winner's ratios, the control's, the chance, and both gates' verdicts, then counts where they differ.
+winner's ratios, the control's, the chance ("-" where the decision recorded none: the baseline
+itself was fastest), and both gates' verdicts, then counts where they differ.
 
     python results/bench/x86_64-avx2-2t-znver3-cpu-only/probes/gate_replay.py [NAME_SUBSTRING]
 
@@ -46,7 +47,7 @@ def main() -> None:
         keep = {True: "keep", False: "-"}
         print(
             f"| {r.get('case')} | {final['baseline']} | {statistics.median(ratios):.2f} ({each}) | {ctl} | "
-            f"{final['chance']:.3f} | {keep[old]} | {keep[new]} |"
+            f"{'-' if final['chance'] is None else format(final['chance'], '.3f')} | {keep[old]} | {keep[new]} |"
         )
     print(f"\n{len(rows)} decisions with a control")
     for (old, new), n in sorted(tally.items()):

@@ -269,9 +269,11 @@ def _control_spread(ratios: object) -> str:
     """A decision's control (its baseline's config timed again) over the baseline: the spread of
     its round ratios, the floor the gate read the winner against; "-" for a decision taken before
     the gate had one."""
+    from tuner.goals import spread
+
     if not isinstance(ratios, list) or not ratios:
         return "-"
-    return f"{min(ratios):.2f}-{max(ratios):.2f}"
+    return spread(ratios, ".2f")
 
 
 def _summary(rows: list[dict[str, object]]) -> str:

@@ -278,6 +278,7 @@ def _pages(d: SiteData) -> dict[str, tuple[str, list[tuple[str, str, str]]]]:
                             "best_candidate_gain",
                             "noise",
                             "chance",  # the gate's: the winner's rounds against the control's (tuner.study.decide)
+                            "confirmed",  # whether a kept winner stood in fresh rounds (tuner.study.confirm)
                         ],
                         {
                             "median_s": _us,

@@ -257,12 +257,13 @@ def _tune(args: argparse.Namespace) -> int:
 
 def _frozen_as(final: dict[str, object]) -> str:
     """What --freeze writes: the default, a tuned config, or the table's incumbent held because no
-    contender beat it beyond the control's chance (tuner.study.settle)."""
+    contender beat it beyond the control's chance (tuner.study.settle); "(unconfirmed)" where a
+    winner the first rounds kept did not stand in the fresh rounds it was timed in again
+    (tuner.study.confirm), so the baseline stayed."""
     from tuner.study import held
 
-    if held(final):
-        return "incumbent"
-    return "tuned" if final.get("tuned") else "default"
+    label = "incumbent" if held(final) else "tuned" if final.get("tuned") else "default"
+    return label + (" (unconfirmed)" if final.get("confirmed") is False else "")
 
 
 def _control_spread(ratios: object) -> str:

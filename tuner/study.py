@@ -7,10 +7,12 @@ seeds (Space.seeds: CUDA's large steps) are enqueued first. After the search the
 the default and the incumbent (the config the device's table gives this exact problem today) are
 re-measured interleaved, with the incumbent's (or the default's) config again as a control; the
 fastest replaces the incumbent, or the default where there is none, only if it gains 5% or more
-over it (MIN_GAIN) and its rounds rank below the control's beyond chance (decide). A change of what the op
-package picks needs that evidence both ways: a tune whose rounds disagree (a busy host's, as a
-rule) keeps the table it would freeze. Each decision records the host's load and the share of its
-finalists' run the tuner waited for a CPU (busy_host).
+over it (MIN_GAIN) and its rounds rank below the control's beyond chance (decide), then again in
+fresh rounds of the winner, the baseline and the control (confirm): the rounds that picked the
+fastest of several cannot also judge it. A change of what the op package picks needs that
+evidence both ways: a tune whose rounds disagree (a busy host's, as a rule) keeps the table it
+would freeze. Each decision records the host's load and the share of its finalists' run the tuner
+waited for a CPU (busy_host).
 """
 
 from __future__ import annotations
@@ -514,6 +516,33 @@ def settle(medians: list[float], rounds: list[list[float]], baseline: int, contr
     return Settled(winner if keep else baseline, winner, keep, noise, ratios, floor, read)
 
 
+@dataclass(frozen=True)
+class Confirmation:
+    """A kept winner timed again in rounds of its own (``confirm``): what the gate read there."""
+
+    kept: bool
+    ratios: list[float]  # each fresh round's winner over the baseline
+    control: list[float]  # each fresh round's control over the baseline
+    chance: float
+
+
+def confirm(settled: Settled, baseline: int, fresh: list[list[float]]) -> tuple[Settled, Confirmation]:
+    """The settled decision after the winner, the baseline and the control were timed again in
+    fresh interleaved rounds (``fresh``: their round medians, in that order): the winner stands
+    only if the gate keeps it on these rounds too, else the baseline is chosen.
+
+    Why: the winner is the lowest median of up to five contenders, so the rounds that picked it
+    are the luckiest of several draws, and the rank test read on them keeps a config of the
+    baseline's speed more often than ALPHA says. Rounds taken after the pick are not selected, so
+    the gate's chance on them is the chance it names. The README main job kept one such config in
+    each of three runs (round medians 0.97, 0.97 and 0.90; chances 0.028, 0.028 and 0.008), each
+    of the default's speed in its bench table or a probe (performance.md, sections 80-81)."""
+    keep, _, _ = decide(fresh[0], fresh[1], fresh[2])
+    ratios, floor = round_ratios(fresh[0], fresh[1]), round_ratios(fresh[0], fresh[2])
+    record = Confirmation(keep, ratios, floor, chance(ratios, floor))
+    return (settled if keep else dataclasses.replace(settled, chosen=baseline, switched=False)), record
+
+
 def _finalists(
     bench: _Bench, sweep: Sweep, study: optuna.Study, opts: TuneOptions, incumbent: Tiling | None = None
 ) -> dict[str, object]:
@@ -544,13 +573,22 @@ def _finalists(
     load1 = [os.getloadavg()[0]]
     sched = timing.sched_times()
     timed = timing.interleaved(runs, bench.out.device, rounds=opts.rounds, min_time_s=opts.min_time_s, seed=opts.seed)
-    wait = timing.cpu_wait(sched, timing.sched_times())
-    load1.append(os.getloadavg()[0])
     summaries = [t.summary() for t in timed]
     medians = [t.median_s for t in timed]
     default_median = medians[0]
     n = len(contenders)
     settled = settle(medians[:n], [list(t.medians) for t in timed[:n]], baseline, list(timed[n].medians))
+    confirmation: Confirmation | None = None
+    if settled.switched:
+        # the pick, timed again in rounds that did not pick it (confirm): the baseline, the winner
+        # and the control, in a shuffled order of their own
+        again = [runs[baseline], runs[settled.winner], runs[n]]
+        fresh = timing.interleaved(
+            again, bench.out.device, rounds=opts.rounds, min_time_s=opts.min_time_s, seed=opts.seed + 1
+        )
+        settled, confirmation = confirm(settled, baseline, [list(t.medians) for t in fresh])
+    wait = timing.cpu_wait(sched, timing.sched_times())
+    load1.append(os.getloadavg()[0])
     chosen, winner = settled.chosen, settled.winner
     cfg, trial_number = contenders[chosen]
     nbytes = bench.bytes()
@@ -575,6 +613,12 @@ def _finalists(
         # the control's rounds over the baseline, and the chance the gate read off both (decide)
         "control_ratios": settled.control,
         "chance": settled.chance,
+        # the fresh rounds a kept winner was timed in again, and whether it stood there (confirm);
+        # None where the first rounds kept the baseline and nothing was timed again
+        "confirmed": None if confirmation is None else confirmation.kept,
+        "confirm_ratios": None if confirmation is None else confirmation.ratios,
+        "confirm_control_ratios": None if confirmation is None else confirmation.control,
+        "confirm_chance": None if confirmation is None else confirmation.chance,
         "speedup_vs_default": default_median / medians[chosen],
         "speedup_vs_vendor": medians[-1] / medians[chosen],
         "bytes": nbytes,

@@ -97,7 +97,9 @@ def test_tuning_loaders_read_a_real_journal(tmp_path: Path) -> None:
     pages = site.build(tmp_path / "site", tmp_path, storage=storage, repo=None)
     studies = next(p.read_text() for p in pages if 'id="studies-table"' in p.read_text())
     head = studies.split('id="studies-table"')[1].split("</thead>")[0]
-    assert ">noise</th><th" in head and ">chance</th>" in head
+    assert ">noise</th><th" in head and ">chance</th><th" in head and ">confirmed</th>" in head
+    # none where the first rounds kept the baseline, else whether the winner stood in fresh rounds
+    assert finals.loc[0, "confirmed"] in (None, True, False) or pd.isna(finals.loc[0, "confirmed"])
     assert loaders.load_tuning(str(tmp_path / "missing.log")).empty
 
 

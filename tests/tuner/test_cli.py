@@ -315,3 +315,20 @@ def test_plumbing_with_a_mocked_load_average_freeze_skip_busy_keeps_the_tables_e
     assert "1-minute load" in warned  # with what made it busy
     assert main(["freeze", "--storage", storage, "--config-dir", str(tmp_path)]) == 0
     assert entry()["median_s"] == busy["median_s"]  # without the flag, the busy decision is written
+
+
+def test_summary_names_a_winner_its_fresh_rounds_did_not_confirm() -> None:
+    from tuner.cli import _summary
+
+    base = {"case": "mse float32 1048576 none", "trials": 58, "best_candidate": {"tile": 256, "stream": True}}
+    read = {"best_candidate_gain": 0.08, "noise": 0.1, "control_ratios": [0.97, 1.06], "chance": 0.008}
+    unconfirmed = {**base, **read, "baseline": "default", "tuned": False, "switched": False, "confirmed": False}
+    held = {**unconfirmed, "baseline": "incumbent", "tuned": True}
+    stood = {**base, **read, "baseline": "default", "tuned": True, "switched": True, "confirmed": True}
+    lines = _summary([unconfirmed, held, stood]).splitlines()
+    frozen_at = lines[0].index("frozen")
+    assert [line[frozen_at:].split("  ")[0] for line in lines[1:]] == [
+        "default (unconfirmed)",
+        "incumbent (unconfirmed)",
+        "tuned",
+    ]

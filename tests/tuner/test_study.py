@@ -62,6 +62,8 @@ def test_default_is_the_first_trial_and_failures_never_win(storage: str) -> None
     assert len(final["control_ratios"]) == 2 and all(r > 0 for r in final["control_ratios"])
     keep, _, noise = st.decide([1.0, 1.0], final["round_ratios"], final["control_ratios"])
     assert keep == final["switched"] and noise == pytest.approx(final["noise"])
+    # two rounds never rank below the control at ALPHA (1/6 at best), so nothing was timed again
+    assert not keep and final["confirmed"] is None and final["confirm_ratios"] is None
     # the chance is the gate's reading of a winner other than the baseline; none where the default won
     baseline_won = not final["switched"] and final["best_candidate"] == final["config"]
     assert final["chance"] == (None if baseline_won else st.chance(final["round_ratios"], final["control_ratios"]))
@@ -104,7 +106,14 @@ def test_a_tune_holds_the_tables_exact_entry_to_the_gate_it_holds_a_challenger_t
     # host the default once did, in all 3 rounds against the control (a chance of 1/20)
     assert (final["trial"] == -1) == (final["config"] == space.default.to_dict())
     # the rounds, the winner's and the control's (the incumbent's config again), are over the incumbent's
-    switched = st.decide([1.0] * 3, final["round_ratios"], final["control_ratios"])[0]
+    kept = st.decide([1.0] * 3, final["round_ratios"], final["control_ratios"])[0]
+    # a winner the first rounds kept was timed again, and stands only if the fresh rounds keep it
+    assert (final["confirmed"] is None) == (not kept)
+    if kept:
+        again = st.decide([1.0] * 3, final["confirm_ratios"], final["confirm_control_ratios"])[0]
+        assert final["confirmed"] == again and len(final["confirm_ratios"]) == 3
+        assert final["confirm_chance"] == st.chance(final["confirm_ratios"], final["confirm_control_ratios"])
+    switched = kept and bool(final["confirmed"])
     assert final["switched"] == switched
     assert final["config"] == (final["best_candidate"] if switched else incumbent.to_dict())
     assert final["tuned"] == (final["config"] != space.default.to_dict())
@@ -170,6 +179,29 @@ def test_settle_replaces_the_incumbent_only_with_a_win_past_the_control() -> Non
     default, control = [10.0] * 5, [9.2, 10.8, 9.6, 10.4, 10.0]
     settled = st.settle([10.0, 9.45], [default, [9.0, 9.9, 9.45, 9.3, 9.6]], baseline=0, control=control)
     assert settled.chosen == 0 and settled.winner == 1 and not settled.switched
+
+
+def test_confirm_keeps_a_winner_only_if_fresh_rounds_keep_it_too() -> None:
+    default, incumbent, control = (
+        [10.0, 10.2, 9.9, 10.1, 10.0],
+        [11.0, 11.5, 10.8, 11.2, 11.1],
+        [11.1, 11.4, 10.7, 11.3, 11.0],
+    )
+    challenger = [8.0, 8.1, 7.9, 8.2, 8.0]
+    settled = st.settle([10.0, 11.1, 8.0], [default, incumbent, challenger], baseline=1, control=control)
+    assert settled.switched and settled.chosen == 2
+    # fresh rounds (baseline, winner, control) in which the winner is ~27% faster again: it stands
+    fresh = [[11.0, 11.2, 10.9, 11.1, 11.0], [8.1, 8.0, 8.2, 7.9, 8.0], [11.1, 10.9, 11.2, 11.0, 10.8]]
+    stood, record = st.confirm(settled, 1, fresh)
+    assert stood == settled and record.kept and record.chance == pytest.approx(1 / 252)
+    assert record.ratios == pytest.approx([w / b for w, b in zip(fresh[1], fresh[0], strict=True)])
+    assert record.control == pytest.approx([c / b for c, b in zip(fresh[2], fresh[0], strict=True)])
+    # fresh rounds in which it mingles with the control (the pick was the luckiest draw): the baseline stays
+    fresh = [[11.0] * 5, [10.6, 11.3, 10.9, 11.4, 10.7], [10.8, 11.2, 11.0, 10.9, 11.3]]
+    held, record = st.confirm(settled, 1, fresh)
+    assert not record.kept and held.chosen == 1 and not held.switched
+    # what the first rounds saw is kept beside it (the winner, its ratios, the chance)
+    assert held.winner == settled.winner and held.ratios == settled.ratios and held.chance == settled.chance
 
 
 def test_space_seeds_run_right_after_the_default_plumbing_cpu_space_given_seeds(

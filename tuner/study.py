@@ -407,7 +407,7 @@ def _reclaim_interrupted(study: optuna.Study) -> int:
 # change makes stale (the re-tune costs minutes), and this host cannot tell them from its floor:
 # one config read itself within 5-8% (quartiles) over 25 rounds, and at 2% both README main jobs
 # kept one config at a 0.97 round median (chance 0.028) that their bench tables read at 0.99x and
-# 1.02x the default's time (performance.md, sections 80-81). The kept transposed entries gained 10%
+# 1.02x the default's speed (performance.md, sections 80-81). The kept transposed entries gained 10%
 # or more by the median.
 MIN_GAIN = 0.05
 

@@ -459,8 +459,21 @@ def chance(ratios: list[float], control: list[float]) -> float:
     return sum(counts[: u + 1]) / sum(counts)
 
 
-def decide(baseline: list[float], winner: list[float], control: list[float]) -> tuple[bool, float, float]:
-    """Whether the winner's round medians beat the baseline's: (keep, gain, noise).
+@dataclass(frozen=True)
+class Verdict:
+    """What the gate read on one set of rounds (``decide``), kept whole so that a decision records
+    the very ratios and chance it was taken on."""
+
+    kept: bool
+    gain: float  # 1 - the winner's median over the baseline's
+    noise: float  # the relative spread of the winner's ratios
+    ratios: list[float]  # each round's winner over the baseline
+    control: list[float]  # each round's control over the baseline
+    chance: float  # of ratios ranking this far below the control's at the baseline's speed
+
+
+def decide(baseline: list[float], winner: list[float], control: list[float]) -> Verdict:
+    """Whether the winner's round medians beat the baseline's, and what the gate read to say so.
 
     All three ran in every round, in shuffled order, so the comparison is paired, round by round:
     each round's winner over the baseline is its ratio, and the control (the baseline's config
@@ -481,8 +494,8 @@ def decide(baseline: list[float], winner: list[float], control: list[float]) -> 
     floor = round_ratios(baseline, control)
     noise = (max(ratios) - min(ratios)) / statistics.median(ratios) if len(ratios) > 1 else 0.0
     gain = 1.0 - statistics.median(winner) / statistics.median(baseline)
-    keep = statistics.median(ratios) <= 1.0 - MIN_GAIN and chance(ratios, floor) <= ALPHA
-    return keep, gain, noise
+    read = chance(ratios, floor)
+    return Verdict(statistics.median(ratios) <= 1.0 - MIN_GAIN and read <= ALPHA, gain, noise, ratios, floor, read)
 
 
 @dataclass(frozen=True)
@@ -509,24 +522,12 @@ def settle(medians: list[float], rounds: list[list[float]], baseline: int, contr
     fell back to the default and --freeze wrote it over 4 of 28 tuned entries (performance.md,
     section 73)."""
     winner = min(range(len(medians)), key=lambda i: medians[i])
-    keep, _, noise = decide(rounds[baseline], rounds[winner], control)  # the baseline against itself: never kept
-    ratios = round_ratios(rounds[baseline], rounds[winner])
-    floor = round_ratios(rounds[baseline], control)
-    read = chance(ratios, floor) if winner != baseline else None
-    return Settled(winner if keep else baseline, winner, keep, noise, ratios, floor, read)
+    v = decide(rounds[baseline], rounds[winner], control)  # the baseline against itself: never kept
+    read = v.chance if winner != baseline else None
+    return Settled(winner if v.kept else baseline, winner, v.kept, v.noise, v.ratios, v.control, read)
 
 
-@dataclass(frozen=True)
-class Confirmation:
-    """A kept winner timed again in rounds of its own (``confirm``): what the gate read there."""
-
-    kept: bool
-    ratios: list[float]  # each fresh round's winner over the baseline
-    control: list[float]  # each fresh round's control over the baseline
-    chance: float
-
-
-def confirm(settled: Settled, baseline: int, fresh: list[list[float]]) -> tuple[Settled, Confirmation]:
+def confirm(settled: Settled, baseline: int, fresh: list[list[float]]) -> tuple[Settled, Verdict]:
     """The settled decision after the winner, the baseline and the control were timed again in
     fresh interleaved rounds (``fresh``: their round medians, in that order): the winner stands
     only if the gate keeps it on these rounds too, else the baseline is chosen.
@@ -539,10 +540,8 @@ def confirm(settled: Settled, baseline: int, fresh: list[list[float]]) -> tuple[
     config of the default's speed or slower in each of three runs before it (round medians 0.97,
     0.97 and 0.90; chances 0.028, 0.028 and 0.008), each read so in its bench table or a probe
     (sections 80-81)."""
-    keep, _, _ = decide(fresh[0], fresh[1], fresh[2])
-    ratios, floor = round_ratios(fresh[0], fresh[1]), round_ratios(fresh[0], fresh[2])
-    record = Confirmation(keep, ratios, floor, chance(ratios, floor))
-    return (settled if keep else dataclasses.replace(settled, chosen=baseline, switched=False)), record
+    record = decide(fresh[0], fresh[1], fresh[2])
+    return (settled if record.kept else dataclasses.replace(settled, chosen=baseline, switched=False)), record
 
 
 def _finalists(
@@ -580,7 +579,7 @@ def _finalists(
     default_median = medians[0]
     n = len(contenders)
     settled = settle(medians[:n], [list(t.medians) for t in timed[:n]], baseline, list(timed[n].medians))
-    confirmation: Confirmation | None = None
+    confirmation: Verdict | None = None
     if settled.switched:
         # the pick, timed again in rounds that did not pick it (confirm): the baseline, the winner
         # and the control, in a shuffled order of their own

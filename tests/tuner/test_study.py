@@ -60,10 +60,10 @@ def test_default_is_the_first_trial_and_failures_never_win(storage: str) -> None
     # and the control's, the default's config timed again in the same rounds
     assert len(final["round_ratios"]) == 2 and all(r > 0 for r in final["round_ratios"])
     assert len(final["control_ratios"]) == 2 and all(r > 0 for r in final["control_ratios"])
-    keep, _, noise = st.decide([1.0, 1.0], final["round_ratios"], final["control_ratios"])
-    assert keep == final["switched"] and noise == pytest.approx(final["noise"])
+    verdict = st.decide([1.0, 1.0], final["round_ratios"], final["control_ratios"])
+    assert verdict.kept == final["switched"] and verdict.noise == pytest.approx(final["noise"])
     # two rounds never rank below the control at ALPHA (1/6 at best), so nothing was timed again
-    assert not keep and final["confirmed"] is None and final["confirm_ratios"] is None
+    assert not verdict.kept and final["confirmed"] is None and final["confirm_ratios"] is None
     # the chance is the gate's reading of a winner other than the baseline; none where the default won
     baseline_won = not final["switched"] and final["best_candidate"] == final["config"]
     assert final["chance"] == (None if baseline_won else st.chance(final["round_ratios"], final["control_ratios"]))
@@ -106,11 +106,11 @@ def test_a_tune_holds_the_tables_exact_entry_to_the_gate_it_holds_a_challenger_t
     # host the default once did, in all 3 rounds against the control (a chance of 1/20)
     assert (final["trial"] == -1) == (final["config"] == space.default.to_dict())
     # the rounds, the winner's and the control's (the incumbent's config again), are over the incumbent's
-    kept = st.decide([1.0] * 3, final["round_ratios"], final["control_ratios"])[0]
+    kept = st.decide([1.0] * 3, final["round_ratios"], final["control_ratios"]).kept
     # a winner the first rounds kept was timed again, and stands only if the fresh rounds keep it
     assert (final["confirmed"] is None) == (not kept)
     if kept:
-        again = st.decide([1.0] * 3, final["confirm_ratios"], final["confirm_control_ratios"])[0]
+        again = st.decide([1.0] * 3, final["confirm_ratios"], final["confirm_control_ratios"]).kept
         assert final["confirmed"] == again and len(final["confirm_ratios"]) == 3
         assert final["confirm_chance"] == st.chance(final["confirm_ratios"], final["confirm_control_ratios"])
     switched = kept and bool(final["confirmed"])
@@ -513,8 +513,12 @@ def test_decide_pairs_rounds_so_a_slow_spell_of_the_host_does_not_veto_a_win() -
     # Round 3 ran 1.5x slow for all three: each side's own spread is 50%, the ratio's 1%.
     default, winner = [10.0, 10.2, 15.0, 9.9, 10.1], [7.0, 7.1, 10.5, 6.9, 7.1]
     control = [10.1, 10.1, 15.1, 10.0, 10.0]
-    keep, gain, noise = st.decide(default, winner, control)
-    assert keep and gain == pytest.approx(1 - 7.1 / 10.1) and noise < 0.02
+    verdict = st.decide(default, winner, control)
+    assert verdict.kept and verdict.gain == pytest.approx(1 - 7.1 / 10.1) and verdict.noise < 0.02
+    # what the gate read is what it returns: the ratios over the baseline, the control's, their chance
+    assert verdict.ratios == pytest.approx([w / d for w, d in zip(winner, default, strict=True)])
+    assert verdict.control == pytest.approx([c / d for c, d in zip(control, default, strict=True)])
+    assert verdict.chance == pytest.approx(st.chance(verdict.ratios, verdict.control))
 
 
 def test_decide_reads_the_winner_against_the_controls_floor_not_a_bar_in_every_round() -> None:
@@ -523,17 +527,17 @@ def test_decide_reads_the_winner_against_the_controls_floor_not_a_bar_in_every_r
     # A win of a fifth or more with one round at 1.02 stands clear of such a control: the bar in
     # every round vetoed it.
     wide = [8.8, 11.9, 10.3, 9.6, 10.5]
-    assert st.decide(default, [6.9, 8.2, 6.7, 10.2, 6.9], wide)[0]
+    assert st.decide(default, [6.9, 8.2, 6.7, 10.2, 6.9], wide).kept
     # a control within a few percent (a quiet DRAM-bound size's, some hours): 6% in every round is kept ...
     tight = [10.0, 10.1, 9.9, 10.05, 9.95]
-    assert st.decide(default, [9.4, 9.3, 9.4, 9.35, 9.4], tight)[0]
+    assert st.decide(default, [9.4, 9.3, 9.4, 9.35, 9.4], tight).kept
     # ... but not a 3% median gain however clean its rounds (MIN_GAIN: both main jobs of section 80
     # kept one at a 0.97 median that their bench tables read at the default's speed), nor a win
     # inside the control
-    assert not st.decide(default, [9.7, 9.6, 9.7, 9.65, 9.7], tight)[0]
-    assert not st.decide(default, [9.7] * 5, [10.0] * 5)[0]
-    assert not st.decide(default, [9.0, 10.0, 9.5, 9.4, 9.3], [9.2, 10.4, 9.6, 10.0, 9.8])[0]
-    assert not st.decide(default, default, default)[0]  # the default against itself
+    assert not st.decide(default, [9.7, 9.6, 9.7, 9.65, 9.7], tight).kept
+    assert not st.decide(default, [9.7] * 5, [10.0] * 5).kept
+    assert not st.decide(default, [9.0, 10.0, 9.5, 9.4, 9.3], [9.2, 10.4, 9.6, 10.0, 9.8]).kept
+    assert not st.decide(default, default, default).kept  # the default against itself
 
 
 def test_chance_is_the_exact_one_sided_mann_whitney_p_value() -> None:

@@ -84,6 +84,20 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--study-name", help="override the derived study name (one case only)")
     tune.add_argument("--min-time", type=float, default=0.05, help="seconds of timed runs per measurement")
     tune.add_argument(
+        "--finalists",
+        type=int,
+        help="best trials timed again beside the default and the table's entry (default 3)",
+    )
+    tune.add_argument(
+        "--rounds",
+        type=int,
+        help=(
+            "interleaved rounds the finalists, and a kept winner's confirmation, are timed in; more"
+            " resolve a smaller win on a noisy host, at their cost in time (default 5, at least 3:"
+            " the gate never keeps a winner in fewer)"
+        ),
+    )
+    tune.add_argument(
         "--resweep",
         action="store_true",
         help=(
@@ -199,11 +213,17 @@ def _positive(value: float | int | None, name: str) -> None:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from tuner.study import TuneOptions, log, tune_case
+    from tuner.study import ALPHA, TuneOptions, fewest_rounds, log, tune_case
 
     _positive(args.trials, "--trials")
     _positive(args.timeout, "--timeout")
     _positive(args.min_time, "--min-time")
+    _positive(args.finalists, "--finalists")
+    if args.rounds is not None and args.rounds < fewest_rounds():
+        raise ValueError(
+            f"--rounds: expected {fewest_rounds()} or more (in fewer the gate can never keep a winner:"
+            f" its chance stays above {ALPHA}), got {args.rounds}"
+        )
     cases = _cases(args)
     if args.study_name and len(cases) != 1:
         raise ValueError(f"--study-name: expected exactly one case, got {len(cases)}")
@@ -219,6 +239,8 @@ def _tune(args: argparse.Namespace) -> int:
         study_name=args.study_name,
         min_time_s=args.min_time,
         resweep=args.resweep,
+        # the two the tuner times its decision with, where given (TuneOptions holds the defaults)
+        **{k: v for k, v in (("finalists", args.finalists), ("rounds", args.rounds)) if v is not None},
     )
     results = []
     bar = None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.metadata
+import itertools
 import logging
 import math
 import os
@@ -472,6 +473,12 @@ class Verdict:
     chance: float  # of ratios ranking this far below the control's at the baseline's speed
 
 
+def fewest_rounds() -> int:
+    """The fewest rounds in which the gate can keep a winner at all: all its rounds below all the
+    control's must have a ``chance`` of ALPHA or less (3: 1/20; 2 rounds each are 1/6 at best)."""
+    return next(m for m in itertools.count(1) if chance([0.0] * m, [1.0] * m) <= ALPHA)
+
+
 def decide(baseline: list[float], winner: list[float], control: list[float]) -> Verdict:
     """Whether the winner's round medians beat the baseline's, and what the gate read to say so.
 
@@ -606,6 +613,9 @@ def _finalists(
         "default_median_s": default_median,
         "vendor_median_s": medians[-1],
         "best_candidate": contenders[winner][0].to_dict(),
+        # what the rounds timed: the default, the incumbent where the table had one, then the best
+        # trials (TuneOptions.finalists), in that order
+        "finalists": [c.to_dict() for c, _ in contenders],
         "best_candidate_gain": 1.0 - medians[winner] / default_median,
         "noise": settled.noise,
         # kept so that another gate can be replayed on the journal's decisions (performance.md,

@@ -11,6 +11,7 @@ import pytest
 
 from kernels import backends, frozen
 from kernels.backends import cpu_loops
+from tuner import study as st
 from tuner.cli import main
 from tuner.problems import build_cases
 
@@ -49,6 +50,23 @@ def test_tune_with_table_output_and_freeze_flag(
     assert lines[at].split()[7:10] == ["noise", "control", "chance"]
     row = lines[at + 1]
     assert re.search(r"\d\.\d\d-\d\.\d\d +(\d\.\d{3}|-) ", row), row  # "-": the default won
+
+
+def test_tune_times_its_finalists_in_the_rounds_and_number_it_is_given(
+    storage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["tune", *QUICK, "--storage", storage, "--trials", "6", "--min-time", "0.002", "--json"]
+    assert main([*argv, "--finalists", "1", "--rounds", "3"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    held = row["baseline"] == "incumbent"  # the shipped table's entry for the case, where it has one
+    # the default, the incumbent if any, and the one best trial, timed in 3 rounds
+    assert len(row["finalists"]) == 2 + held and row["best_candidate"] in row["finalists"]
+    assert len(row["round_ratios"]) == 3 and len(row["control_ratios"]) == 3
+    # unset, the tuner's own: 3 best trials (of 6 measured, the default and any incumbent among them) and 5 rounds
+    assert main([*argv, "--study-name", "again"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert len(row["finalists"]) == 1 + held + st.TuneOptions.finalists
+    assert len(row["round_ratios"]) == st.TuneOptions.rounds
 
 
 def test_a_transposed_study_tunes_streaming_and_freezes_an_entry_of_its_own_layout(
@@ -109,6 +127,8 @@ def test_doctor_reports_each_backend(capsys: pytest.CaptureFixture[str]) -> None
             "--study-name: expected exactly one",
         ),
         (["tune", *QUICK, "--skip-busy"], "--skip-busy: expected with --freeze"),
+        (["tune", *QUICK, "--finalists", "0"], "--finalists: expected a positive number, got 0"),
+        (["tune", *QUICK, "--rounds", "2"], "--rounds: expected 3 or more (in fewer the gate can never keep"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_clear_error(
@@ -268,6 +288,12 @@ def test_help_lists_every_subcommand_in_plain_words(capsys: pytest.CaptureFixtur
     for command in ("tune", "show", "freeze", "restamp", "bench", "goals", "doctor", "dashboard", "machine"):
         assert command in text
     assert "GB/s, % roofline" in " ".join(text.split()) and "option_strings" not in text
+    with pytest.raises(SystemExit):
+        main(["tune", "--help"])
+    # the defaults tune's help names are the tuner's (the parser leaves them unset: TuneOptions holds them)
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"table's entry (default {st.TuneOptions.finalists})" in text
+    assert f"(default {st.TuneOptions.rounds}, at least {st.fewest_rounds()}:" in text
 
 
 def test_plumbing_with_a_mocked_load_average_tune_warns_of_a_busy_host_on_a_line_of_its_own(

@@ -1,0 +1,58 @@
+"""Section 82: blocks of interleaved rounds one after another in one process: the default, the
+configs given (KEY=VALUE,... of tile, prefetch, stream) and the control, no vendor; each block's
+default time, and each config's round ratios over the default with their chance against the
+control's: whether what a config reads moves with the host's regime from one block to the next.
+
+    python results/bench/<host>/probes/blocks.py OP DTYPE LOG2 REDUCTION BLOCKS ROUNDS MIN_TIME [CONFIG ...]
+
+Output: ``blocks-mse-float16-2p24.txt``. Not part of the package."""
+
+import dataclasses
+import statistics
+import sys
+import time
+
+import torch
+
+from kernels import timing
+from kernels.modes import Op, Reduction
+from tuner.goals import spread
+from tuner.problems import Case
+from tuner.study import _Bench, chance, round_ratios
+
+OPS = {"mse": (Op.MSE, False), "l1": (Op.L1, False), "kl_div": (Op.KL_DIV, False), "kl_div-log": (Op.KL_DIV, True)}
+
+
+def main() -> None:
+    op, dtype, log2, red = sys.argv[1], getattr(torch, sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    blocks, rounds, min_time = int(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7])
+    conv = {"tile": int, "prefetch": int, "stream": lambda s: s == "1"}
+    o, log = OPS[op]
+    case = Case(o, dtype, (1 << log2,), Reduction.parse(red, allow_batchmean=True), log_target=log)
+    t0 = time.perf_counter()
+    bench = _Bench.make(case, "cpu")
+    default = bench.executor(None).space.default
+    specs = [dict(kv.split("=") for kv in s.split(",")) for s in sys.argv[8:]]
+    configs = [default] + [dataclasses.replace(default, **{k: conv[k](v) for k, v in kv.items()}) for kv in specs]
+    runs = [bench.runner(bench.executor(c)) for c in configs] + [bench.runner(bench.executor(default))]
+    print(
+        f"# {case.label()}: {blocks} blocks of {rounds} rounds, min_time {min_time} s, no vendor;"
+        " over the default: median (min-max), chance against the control"
+    )
+    for b in range(blocks):
+        start = time.perf_counter() - t0
+        m = timing.interleaved(runs, bench.out.device, rounds=rounds, min_time_s=min_time, seed=b)
+        base = list(m[0].medians)
+        ctl = round_ratios(base, list(m[-1].medians))
+        cells = [
+            f"control {statistics.median(ctl):.2f} ({spread(ctl, '.2f')})",
+            f"default {m[0].median_s * 1e6:.0f} us",
+        ]
+        for i, c in enumerate(configs[1:], 1):
+            r = round_ratios(base, list(m[i].medians))
+            cells.append(f"{c.short()} {statistics.median(r):.2f} ({spread(r, '.2f')}) {chance(r, ctl):.3f}")
+        print(f"block {b} at {start:.0f} s: " + "; ".join(cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Section 82: the config the lookup gives one contiguous case, against the default and the configs
+given (KEY=VALUE,... of tile, prefetch, stream), and a torch copy of the same bytes (half read, half
+written), in interleaved rounds in one process; outputs bit for bit against the lookup's first.
+
+    python results/bench/<host>/probes/contig_probe.py OP DTYPE LOG2 REDUCTION ROUNDS [CONFIG ...]
+
+Output: ``contig-mse-float16-2p24.txt``. Not part of the package."""
+
+import dataclasses
+import sys
+
+import torch
+
+sys.path.insert(0, "results/bench/x86_64-avx2-2t-znver3-cpu-only/probes")
+from transposed_tiles import over  # noqa: E402
+
+from kernels import dispatch, timing  # noqa: E402
+from kernels.backends import cpu_loops  # noqa: E402
+from kernels.modes import Op, Reduction  # noqa: E402
+from tuner.problems import Case  # noqa: E402
+
+OPS = {"mse": (Op.MSE, False), "l1": (Op.L1, False), "kl_div": (Op.KL_DIV, False), "kl_div-log": (Op.KL_DIV, True)}
+
+
+def main() -> None:
+    op, dtype, log2, red, rounds = (
+        sys.argv[1],
+        getattr(torch, sys.argv[2]),
+        int(sys.argv[3]),
+        sys.argv[4],
+        int(sys.argv[5]),
+    )
+    kinds = [dict(kv.split("=") for kv in spec.split(",")) for spec in sys.argv[6:]]
+    o, log = OPS[op]
+    case = Case(o, dtype, (1 << log2,), Reduction.parse(red, allow_batchmean=True), log_target=log)
+    g, x, t = case.inputs("cpu")
+    looked = case.phase_one(g, x, t, case.out_like(x), "cpu")
+    default = looked.space.default
+    conv = {"tile": int, "prefetch": int, "stream": lambda s: s == "1"}
+    others = [default] + [dataclasses.replace(default, **{k: conv[k](v) for k, v in kv.items()}) for kv in kinds]
+    configs = [looked.config] + [c for c in others if c != looked.config]
+    exs = [looked] + [case.phase_one(g, x, t, case.out_like(x), "cpu", config=c) for c in configs[1:]]
+    moved = sum(a.numel() * a.element_size() for a in (g, x, t)) + exs[0].out.numel() * exs[0].out.element_size()
+    src = torch.empty(moved // 2 // 4, dtype=torch.float32)
+    dst = torch.empty_like(src)
+    bits = torch.int16 if dtype.itemsize == 2 else torch.int32
+    for ex in exs:
+        dispatch.run(ex)
+    for ex in exs[1:]:
+        assert torch.equal(ex.out.view(bits), exs[0].out.view(bits))
+    runs = [lambda _, e=e: dispatch.run(e) for e in exs] + [lambda _: dst.copy_(src)]
+    m = timing.interleaved(runs, rounds=rounds, min_time_s=0.1)
+    base = m[configs.index(default)].medians
+    print(
+        f"# {cpu_loops.target_cpu()}, {case.label()}, {rounds} rounds, min_time 0.1 s; lookup: {looked.config_source}"
+    )
+    print("| config | us | over the default: median (min-max) | GB/s | copy time over the config's, by round |")
+    print("|---|---|---|---|---|")
+    for i, c in enumerate(configs):
+        lab = c.short() + (" (lookup)" if i == 0 else "")
+        speed, of_copy = f"{moved / m[i].median_s / 1e9:.1f}", over(m[-1].medians, m[i].medians)
+        print(f"| {lab} | {m[i].median_s * 1e6:.0f} | {over(m[i].medians, base)} | {speed} | {of_copy} |")
+    print(f"| torch copy_ | {m[-1].median_s * 1e6:.0f} | | {moved / m[-1].median_s / 1e9:.1f} | |")
+
+
+if __name__ == "__main__":
+    main()

@@ -53,6 +53,8 @@ def _add_case_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
 
 
+# bench's rounds, and the table's after `tune --bench` (whose --rounds are the finalists')
+BENCH_ROUNDS = 3
 # the rounds of the report's rows a goal reads a ratio from (bench --report --goal-rounds)
 GOAL_ROUNDS = 7
 
@@ -142,7 +144,7 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="tuned vs default vs vendor: median, spread, GB/s, %% roofline")
     _add_case_args(bench)
     bench.add_argument("--min-time", type=float, default=0.1)
-    bench.add_argument("--rounds", type=int, default=3)
+    bench.add_argument("--rounds", type=int, default=BENCH_ROUNDS)
     bench.add_argument(
         "--report",
         action="store_true",
@@ -421,7 +423,10 @@ def _bench(args: argparse.Namespace) -> int:
         if getattr(args, name, None) is not None:
             raise ValueError(f"{flag}: expected only with --report, got {flag} without it")
     rows = [
-        bench_case(c, args.backend, min_time_s=getattr(args, "min_time", 0.1), rounds=getattr(args, "rounds", 3))
+        # tune's --rounds are its finalists'; the table after it takes bench's own default
+        bench_case(
+            c, args.backend, min_time_s=args.min_time, rounds=args.rounds if args.command == "bench" else BENCH_ROUNDS
+        )
         for c in _cases(args)
     ]
     print(json.dumps(as_dicts(rows), indent=1) if args.json else format_table(rows))

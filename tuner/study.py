@@ -587,6 +587,7 @@ def _finalists(
     n = len(contenders)
     settled = settle(medians[:n], [list(t.medians) for t in timed[:n]], baseline, list(timed[n].medians))
     confirmation: Verdict | None = None
+    fresh_baseline: list[float] | None = None
     if settled.switched:
         # the pick, timed again in rounds that did not pick it (confirm): the baseline, the winner
         # and the control, in a shuffled order of their own
@@ -595,6 +596,7 @@ def _finalists(
             again, bench.out.device, rounds=opts.rounds, min_time_s=opts.min_time_s, seed=opts.seed + 1
         )
         settled, confirmation = confirm(settled, baseline, [list(t.medians) for t in fresh])
+        fresh_baseline = list(fresh[0].medians)
     wait = timing.cpu_wait(sched, timing.sched_times())
     load1.append(os.getloadavg()[0])
     chosen, winner = settled.chosen, settled.winner
@@ -630,6 +632,11 @@ def _finalists(
         "confirm_ratios": None if confirmation is None else confirmation.ratios,
         "confirm_control_ratios": None if confirmation is None else confirmation.control,
         "confirm_chance": None if confirmation is None else confirmation.chance,
+        # the baseline's own round medians (s), first rounds and fresh: the ratios cancel the host's
+        # speed, these keep it, and it moves in regimes (a 2^24 default read 6.6 or 8.5 ms from one
+        # block of rounds to the next; streamed stores gained only in the slow one: section 82)
+        "baseline_rounds_s": list(timed[baseline].medians),
+        "confirm_baseline_rounds_s": fresh_baseline,
         "speedup_vs_default": default_median / medians[chosen],
         "speedup_vs_vendor": medians[-1] / medians[chosen],
         "bytes": nbytes,

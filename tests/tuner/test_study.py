@@ -60,6 +60,9 @@ def test_default_is_the_first_trial_and_failures_never_win(storage: str) -> None
     # and the control's, the default's config timed again in the same rounds
     assert len(final["round_ratios"]) == 2 and all(r > 0 for r in final["round_ratios"])
     assert len(final["control_ratios"]) == 2 and all(r > 0 for r in final["control_ratios"])
+    # and the baseline's own round medians, in seconds: its rounds' speed, which the ratios cancel
+    assert len(final["baseline_rounds_s"]) == 2 and min(final["baseline_rounds_s"]) > 0
+    assert final["confirm_baseline_rounds_s"] is None  # nothing was timed again (below)
     verdict = st.decide([1.0, 1.0], final["round_ratios"], final["control_ratios"])
     assert verdict.kept == final["switched"] and verdict.noise == pytest.approx(final["noise"])
     # two rounds never rank below the control at ALPHA (1/6 at best), so nothing was timed again
@@ -112,6 +115,7 @@ def test_a_tune_holds_the_tables_exact_entry_to_the_gate_it_holds_a_challenger_t
     if kept:
         again = st.decide([1.0] * 3, final["confirm_ratios"], final["confirm_control_ratios"]).kept
         assert final["confirmed"] == again and len(final["confirm_ratios"]) == 3
+        assert len(final["confirm_baseline_rounds_s"]) == 3
         assert final["confirm_chance"] == st.chance(final["confirm_ratios"], final["confirm_control_ratios"])
     switched = kept and bool(final["confirmed"])
     assert final["switched"] == switched

@@ -8,33 +8,28 @@ control's: whether what a config reads moves with the host's regime from one blo
 
 Output: ``blocks-mse-float16-2p24.txt``. Not part of the package."""
 
-import dataclasses
 import statistics
 import sys
 import time
 
 import torch
 
-from kernels import timing
-from kernels.modes import Op, Reduction
-from tuner.goals import spread
-from tuner.problems import Case
-from tuner.study import _Bench, chance, round_ratios
+sys.path.insert(0, "results/bench/x86_64-avx2-2t-znver3-cpu-only/probes")
+from probe_args import case as case_of  # noqa: E402
+from probe_args import configs as configs_of  # noqa: E402
 
-OPS = {"mse": (Op.MSE, False), "l1": (Op.L1, False), "kl_div": (Op.KL_DIV, False), "kl_div-log": (Op.KL_DIV, True)}
+from kernels import timing  # noqa: E402
+from tuner.goals import spread  # noqa: E402
+from tuner.study import _Bench, chance, round_ratios  # noqa: E402
 
 
 def main() -> None:
-    op, dtype, log2, red = sys.argv[1], getattr(torch, sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    case = case_of(*sys.argv[1:5])
     blocks, rounds, min_time = int(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7])
-    conv = {"tile": int, "prefetch": int, "stream": lambda s: s == "1"}
-    o, log = OPS[op]
-    case = Case(o, dtype, (1 << log2,), Reduction.parse(red, allow_batchmean=True), log_target=log)
     t0 = time.perf_counter()
     bench = _Bench.make(case, "cpu")
     default = bench.executor(None).space.default
-    specs = [dict(kv.split("=") for kv in s.split(",")) for s in sys.argv[8:] if s != "--copy"]
-    configs = [default] + [dataclasses.replace(default, **{k: conv[k](v) for k, v in kv.items()}) for kv in specs]
+    configs = [default, *configs_of(default, [s for s in sys.argv[8:] if s != "--copy"])]
     runs = [bench.runner(bench.executor(c)) for c in configs] + [bench.runner(bench.executor(default))]
     control = len(configs)
     if "--copy" in sys.argv:  # a torch copy of the kernel's bytes (half read, half written) in the rounds too

@@ -6,38 +6,26 @@ written), in interleaved rounds in one process; outputs bit for bit against the 
 
 Output: ``contig-mse-float16-2p24.txt``. Not part of the package."""
 
-import dataclasses
 import sys
 
 import torch
 
 sys.path.insert(0, "results/bench/x86_64-avx2-2t-znver3-cpu-only/probes")
+from probe_args import case as case_of  # noqa: E402
+from probe_args import configs as configs_of  # noqa: E402
 from transposed_tiles import over  # noqa: E402
 
 from kernels import dispatch, timing  # noqa: E402
 from kernels.backends import cpu_loops  # noqa: E402
-from kernels.modes import Op, Reduction  # noqa: E402
-from tuner.problems import Case  # noqa: E402
-
-OPS = {"mse": (Op.MSE, False), "l1": (Op.L1, False), "kl_div": (Op.KL_DIV, False), "kl_div-log": (Op.KL_DIV, True)}
 
 
 def main() -> None:
-    op, dtype, log2, red, rounds = (
-        sys.argv[1],
-        getattr(torch, sys.argv[2]),
-        int(sys.argv[3]),
-        sys.argv[4],
-        int(sys.argv[5]),
-    )
-    kinds = [dict(kv.split("=") for kv in spec.split(",")) for spec in sys.argv[6:]]
-    o, log = OPS[op]
-    case = Case(o, dtype, (1 << log2,), Reduction.parse(red, allow_batchmean=True), log_target=log)
+    case, rounds = case_of(*sys.argv[1:5]), int(sys.argv[5])
+    dtype = case.dtype
     g, x, t = case.inputs("cpu")
     looked = case.phase_one(g, x, t, case.out_like(x), "cpu")
     default = looked.space.default
-    conv = {"tile": int, "prefetch": int, "stream": lambda s: s == "1"}
-    others = [default] + [dataclasses.replace(default, **{k: conv[k](v) for k, v in kv.items()}) for kv in kinds]
+    others = [default, *configs_of(default, sys.argv[6:])]
     configs = [looked.config] + [c for c in others if c != looked.config]
     exs = [looked] + [case.phase_one(g, x, t, case.out_like(x), "cpu", config=c) for c in configs[1:]]
     moved = sum(a.numel() * a.element_size() for a in (g, x, t)) + exs[0].out.numel() * exs[0].out.element_size()

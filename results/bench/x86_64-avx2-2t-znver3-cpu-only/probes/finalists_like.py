@@ -9,40 +9,23 @@ chance against the control's.
 
 Output: ``finalists_like.txt``. Not part of the package."""
 
-import dataclasses
 import statistics
 import sys
 
-import torch
+sys.path.insert(0, "results/bench/x86_64-avx2-2t-znver3-cpu-only/probes")
+from probe_args import case as case_of  # noqa: E402
+from probe_args import configs as configs_of  # noqa: E402
 
-from kernels import timing
-from kernels.modes import Op, Reduction
-from tuner.goals import spread
-from tuner.problems import Case
-from tuner.study import _Bench, chance, round_ratios
-
-OPS = {"mse": (Op.MSE, False), "l1": (Op.L1, False), "kl_div": (Op.KL_DIV, False), "kl_div-log": (Op.KL_DIV, True)}
+from kernels import timing  # noqa: E402
+from tuner.goals import spread  # noqa: E402
+from tuner.study import _Bench, chance, round_ratios  # noqa: E402
 
 
 def main() -> None:
-    op, dtype, log2, red, rounds, min_time = (
-        sys.argv[1],
-        getattr(torch, sys.argv[2]),
-        int(sys.argv[3]),
-        sys.argv[4],
-        int(sys.argv[5]),
-        float(sys.argv[6]),
-    )
-    conv = {"tile": int, "prefetch": int, "stream": lambda s: s == "1"}
-    o, log = OPS[op]
-    case = Case(o, dtype, (1 << log2,), Reduction.parse(red, allow_batchmean=True), log_target=log)
+    case, rounds, min_time = case_of(*sys.argv[1:5]), int(sys.argv[5]), float(sys.argv[6])
     bench = _Bench.make(case, "cpu")
     default = bench.executor(None).space.default
-    configs = [default] + [
-        dataclasses.replace(default, **{k: conv[k](v) for k, v in (kv.split("=") for kv in spec.split(","))})
-        for spec in sys.argv[7:]
-        if not spec.startswith("--")
-    ]
+    configs = [default, *configs_of(default, [spec for spec in sys.argv[7:] if not spec.startswith("--")])]
     runs = [bench.runner(bench.executor(c)) for c in configs] + [bench.runner(bench.executor(default))]
     vendor = case.baseline()
     for with_vendor in (False, True) if "--without-first" in sys.argv else (True, False):

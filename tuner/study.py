@@ -633,8 +633,8 @@ def _finalists(
         "confirm_control_ratios": None if confirmation is None else confirmation.control,
         "confirm_chance": None if confirmation is None else confirmation.chance,
         # the baseline's own round medians (s), first rounds and fresh: the ratios cancel the host's
-        # speed, these keep it, and it moves in regimes (a 2^24 default read 6.6 or 8.5 ms from one
-        # block of rounds to the next; streamed stores gained only in the slow one: section 82)
+        # speed, these keep it, and it moves (a 2^24 default read 6.6-8.7 ms from one block of rounds
+        # to the next; streamed stores gained in the slower blocks and tied in the fast: section 82)
         "baseline_rounds_s": list(timed[baseline].medians),
         "confirm_baseline_rounds_s": fresh_baseline,
         "speedup_vs_default": default_median / medians[chosen],

@@ -80,26 +80,65 @@ def build(
 
 
 PLAN_LIMIT = 1024  # distinct call signatures kept; past it the cache starts over (a training loop has few)
-_plans: dict[tuple[object, ...], tuple[int, Executor, tuple[object, ...]]] = {}
+# key -> (the plan without its tensors, (shape, dtype, device) of the out a call without one gets)
+_plans: dict[tuple[object, ...], tuple[Executor, tuple[object, object, object]]] = {}
+_Tensor = torch.Tensor
 
 
 def plan_key(
-    call: tuple[object, ...], tensors: tuple[object, ...], backend: object, config: object, allocate: bool
+    call: tuple[object, ...],
+    grad: object,
+    inp: object,
+    target: object,
+    out: object,
+    backend: object,
+    config: object,
+    allocate: bool,
 ) -> tuple[object, ...] | None:
     """What phase one reads of a call, or None when it must take the full path (explicit config,
     something not a tensor). ``call`` holds the op and its non-tensor arguments with their types,
-    so that e.g. ``True`` is not taken for ``1``."""
+    so that e.g. ``True`` is not taken for ``1``.
+
+    One flat tuple of each tensor's dtype, shape, strides and device, ``out``'s nested (or None):
+    a tuple per tensor cost the cached call 0.7-0.9 us more on the Zen 3, in building and hashing
+    (results/performance.md, section 84). The key is built on every call, hit or miss."""
     if config is not None:
         return None
-    key: list[object] = [call, backend, allocate]
-    for v in tensors:
-        if v is None:
-            key.append(None)
-        elif isinstance(v, torch.Tensor):
-            key.append((v.dtype, v.shape, v.stride(), v.device))
-        else:
-            return None
-    return tuple(key)
+    if not (isinstance(grad, _Tensor) and isinstance(inp, _Tensor) and isinstance(target, _Tensor)):
+        return None
+    if out is None:
+        held: object = None
+    elif isinstance(out, _Tensor):
+        held = (out.dtype, out.shape, out.stride(), out.device)
+    else:
+        return None
+    return (
+        call,
+        backend,
+        allocate,
+        grad.dtype,
+        grad.shape,
+        grad.stride(),
+        grad.device,
+        inp.dtype,
+        inp.shape,
+        inp.stride(),
+        inp.device,
+        target.dtype,
+        target.shape,
+        target.stride(),
+        target.device,
+        held,
+    )
+
+
+def _hit(key: tuple[object, ...] | None) -> tuple[Executor, tuple[object, object, object]] | None:
+    if key is None:
+        return None
+    try:
+        return _plans.get(key)
+    except TypeError:  # an unhashable argument: the full path says what is wrong with it
+        return None
 
 
 def replay(
@@ -109,19 +148,47 @@ def replay(
     target: torch.Tensor,
     out: torch.Tensor | None,
 ) -> Executor | None:
-    """The cached plan for ``key`` bound to these tensors (``out`` allocated when None), else None."""
-    if key is None:
+    """The cached plan for ``key`` bound to these tensors (``out`` allocated when None), else None:
+    phase one's replay, which hands back an executor."""
+    hit = _hit(key)
+    if hit is None:
         return None
-    try:
-        hit = _plans.get(key)
-    except TypeError:  # an unhashable argument: the full path says what is wrong with it
-        return None
-    if hit is None or hit[0] != frozen.generation():
-        return None
-    _, template, (shape, dtype, device) = hit
+    template, (shape, dtype, device) = hit
     if out is None:
         out = torch.empty(shape, dtype=dtype, device=device)  # type: ignore[arg-type]
     return template.bind(grad, inp, target, out)
+
+
+def run_cached(
+    key: tuple[object, ...] | None,
+    grad: torch.Tensor,
+    inp: torch.Tensor,
+    target: torch.Tensor,
+    out: torch.Tensor | None,
+) -> torch.Tensor | None:
+    """Both phases of a call whose plan is cached: its launch over these tensors (``out``
+    allocated when None), and the out written; None when nothing is cached for ``key``.
+
+    The public functions' replay. Where the plan has a launcher (the CPU's contiguous loops), no
+    executor is bound: the caller gets only the out back, and binding one cost 0.5-1.9 us a call
+    (results/performance.md, sections 75 and 84). Elsewhere it binds and runs as phase two does."""
+    if key is None:
+        return None
+    try:  # _hit written out: this is the hot path, and a call costs it 50-60 ns
+        hit = _plans.get(key)
+    except TypeError:
+        return None
+    if hit is None:
+        return None
+    template, (shape, dtype, device) = hit
+    if out is None:
+        out = torch.empty(shape, dtype=dtype, device=device)  # type: ignore[arg-type]
+    go = template.launcher
+    if go is not None:
+        go(grad, inp, target, out)
+    else:
+        run(template.bind(grad, inp, target, out))
+    return out
 
 
 def remember(key: tuple[object, ...] | None, executor: Executor) -> None:
@@ -132,13 +199,17 @@ def remember(key: tuple[object, ...] | None, executor: Executor) -> None:
         _plans.clear()
     out = executor.out
     try:
-        _plans[key] = (frozen.generation(), executor.unbound(), (out.shape, out.dtype, out.device))
+        _plans[key] = (executor.unbound(), (out.shape, out.dtype, out.device))
     except TypeError:
         pass
 
 
 def clear_plans() -> None:
     _plans.clear()
+
+
+# A plan holds the config its table gave: writing a table (tuner.freeze) must drop them.
+frozen.on_reset(clear_plans)
 
 
 def run(executor: Executor) -> None:

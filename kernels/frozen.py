@@ -15,6 +15,7 @@ import dataclasses
 import json
 import platform
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -106,19 +107,21 @@ def _report(path: Path, why: str) -> None:
     warnings.warn(f"frozen config {path}: {why}; skipped", FrozenConfigWarning, stacklevel=4)
 
 
-_generation = 0
+_on_reset: list[Callable[[], None]] = []
 
 
-def generation() -> int:
-    """Bumped by :func:`reset`: anything that cached a lookup result compares it to drop stale plans."""
-    return _generation
+def on_reset(forget: Callable[[], None]) -> None:
+    """Have :func:`reset` call ``forget``: a cache of what lookups returned (the plan cache,
+    kernels/dispatch.py) registers here to drop it, instead of comparing a counter on every hit."""
+    _on_reset.append(forget)
 
 
 def reset() -> None:
-    """Forget every table read so far (call after writing one); cached plans notice via generation()."""
-    global _generation
+    """Forget every table read so far (call after writing one), and every cache registered with
+    :func:`on_reset`."""
     load.cache_clear()
-    _generation += 1
+    for forget in _on_reset:
+        forget()
 
 
 @cache

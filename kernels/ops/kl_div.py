@@ -242,6 +242,11 @@ def vendor_baseline(
     return value.sum_to_size(input.shape) if space != tuple(input.shape) else value
 
 
+def _call(reduction: object, log_target: object) -> tuple[object, ...]:
+    """The plan cache's key for the non-tensor arguments (dispatch.plan_key)."""
+    return (Op.KL_DIV, type(reduction), reduction, type(log_target), log_target)
+
+
 def get_workspace_size(
     grad_output: torch.Tensor,
     input: torch.Tensor,
@@ -254,13 +259,7 @@ def get_workspace_size(
     config: Tiling | dict[str, object] | None = None,
     allocate: bool = False,
 ) -> tuple[int, Executor]:
-    key = dispatch.plan_key(
-        (Op.KL_DIV, type(reduction), reduction, type(log_target), log_target),
-        (grad_output, input, target, out),
-        backend,
-        config,
-        allocate,
-    )
+    key = dispatch.plan_key(_call(reduction, log_target), grad_output, input, target, out, backend, config, allocate)
     cached = dispatch.replay(key, grad_output, input, target, out)
     if cached is not None:
         return cached.workspace_size, cached
@@ -308,6 +307,10 @@ def kl_div_backward(
     config: Tiling | dict[str, object] | None = None,
 ) -> torch.Tensor:
     """Both phases; allocates ``out`` (input's shape and dtype) when it is not given."""
+    key = dispatch.plan_key(_call(reduction, log_target), grad_output, input, target, out, backend, config, True)
+    done = dispatch.run_cached(key, grad_output, input, target, out)
+    if done is not None:
+        return done
     _, ex = get_workspace_size(
         grad_output, input, target, reduction, log_target, out, backend=backend, config=config, allocate=True
     )

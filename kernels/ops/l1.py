@@ -75,6 +75,11 @@ def vendor_baseline(
     return torch.sign(input - target) * (grad_output * cof(red, math.prod(shape)))
 
 
+def _call(reduction: object) -> tuple[object, ...]:
+    """The plan cache's key for the non-tensor arguments (dispatch.plan_key)."""
+    return (Op.L1, type(reduction), reduction)
+
+
 def get_workspace_size(
     grad_output: torch.Tensor,
     input: torch.Tensor,
@@ -86,9 +91,7 @@ def get_workspace_size(
     config: Tiling | dict[str, object] | None = None,
     allocate: bool = False,
 ) -> tuple[int, Executor]:
-    key = dispatch.plan_key(
-        (Op.L1, type(reduction), reduction), (grad_output, input, target, grad_input), backend, config, allocate
-    )
+    key = dispatch.plan_key(_call(reduction), grad_output, input, target, grad_input, backend, config, allocate)
     cached = dispatch.replay(key, grad_output, input, target, grad_input)
     if cached is not None:
         return cached.workspace_size, cached
@@ -127,6 +130,10 @@ def l1_loss_backward(
     config: Tiling | dict[str, object] | None = None,
 ) -> torch.Tensor:
     """Both phases; allocates ``out`` in the promoted dtype when it is not given."""
+    key = dispatch.plan_key(_call(reduction), grad_output, input, target, out, backend, config, True)
+    done = dispatch.run_cached(key, grad_output, input, target, out)
+    if done is not None:
+        return done
     _, ex = get_workspace_size(
         grad_output, input, target, reduction, out, backend=backend, config=config, allocate=True
     )

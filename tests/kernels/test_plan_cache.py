@@ -102,7 +102,7 @@ def test_the_cache_holds_no_tensor_alive() -> None:
 def test_caching_a_plan_keeps_the_callers_executor_and_a_template_without_tensors() -> None:
     g, x, t = torch.randn(()), torch.randn(64, 33), torch.randn(33)
     _, first = mse.get_workspace_size(g, x, t, "mean", None, allocate=True)
-    ((_, template, _),) = dispatch._plans.values()
+    ((template, _),) = dispatch._plans.values()
     assert (template.grad, template.inp, template.target, template.out) == (None, None, None, None)
     assert _plan(template) == _plan(first)
     assert first.grad is g and first.inp is x and first.target is t and first.out.shape == (64, 33)
@@ -123,10 +123,61 @@ def test_a_replayed_executor_gets_a_combined_dict_which_cpython_specialises_load
 
 def test_writing_a_frozen_table_drops_older_plans() -> None:
     g, x, t = torch.randn(11), torch.randn(11), torch.randn(11)
-    key = dispatch.plan_key((kernels.Op.MSE, str, "sum"), (g, x, t, None), None, None, True)
+    key = dispatch.plan_key((kernels.Op.MSE, str, "sum"), g, x, t, None, None, None, True)
     kernels.mse_loss_backward(g, x, t, "sum")
     assert dispatch.replay(key, g, x, t, None) is not None
     frozen.reset()  # what tuner.freeze does after writing a table
     assert dispatch.replay(key, g, x, t, None) is None
     _, ex = kl_div.get_workspace_size(g, x, t, "sum", False, None, allocate=True)
     assert ex.config_source  # the full path ran again and planned
+
+
+def test_a_cached_public_call_launches_the_plans_launcher_without_binding_an_executor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    g, x, t = torch.randn(4096), torch.randn(4096), torch.rand(4096)
+    first = kernels.kl_div_backward(g, x, t, "mean")
+    ((template, _),) = dispatch._plans.values()
+    assert template.launcher is not None  # a contiguous CPU plan
+
+    def no_bind(*_: object) -> Executor:
+        raise AssertionError("the public call's replay bound an executor")
+
+    monkeypatch.setattr(Executor, "bind", no_bind)
+    g2, t2 = torch.randn(4096), torch.rand(4096)
+    second = kernels.kl_div_backward(g2, x, t2, "mean")
+    assert second is not first and second.shape == (4096,)
+    assert_within(second, kl_div.reference(g2, x, t2, "mean"), ulps_for(torch.float32))
+    out = torch.empty(4096)
+    assert kernels.kl_div_backward(g, x, t, "mean", out=out) is out  # another key: planned, then replayed
+    assert kernels.kl_div_backward(g2, x, t2, "mean", out=out) is out
+    assert_within(out, kl_div.reference(g2, x, t2, "mean"), ulps_for(torch.float32))
+    assert len(dispatch._plans) == 2
+
+
+def test_a_cached_public_call_of_a_walk_binds_and_runs_it() -> None:
+    t = torch.randn(40, 30)
+    transposed = torch.randn(30, 40).t()
+    kernels.l1_loss_backward(torch.randn(40, 30), transposed, t, "sum")
+    ((template, _),) = dispatch._plans.values()
+    assert template.launcher is None  # the strided walk reads more of its plan on each launch
+    g2, x2 = torch.randn(40, 30), torch.randn(30, 40).t()
+    again = kernels.l1_loss_backward(g2, x2, t, "sum")
+    assert len(dispatch._plans) == 1
+    from kernels.ops import l1
+
+    assert_within(again, l1.reference(g2, x2, t, "sum"), ulps_for(torch.float32))
+
+
+def test_tensor_subclasses_are_keyed_and_anything_else_takes_the_full_path() -> None:
+    p = torch.nn.Parameter(torch.randn(6))
+    g, t = torch.randn(6), torch.randn(6)
+    key = dispatch.plan_key((kernels.Op.MSE, str, "sum"), g, p, t, None, None, None, True)
+    assert key is not None and key == dispatch.plan_key(
+        (kernels.Op.MSE, str, "sum"), g, p.detach(), t, None, None, None, True
+    )
+    assert dispatch.plan_key((kernels.Op.MSE, str, "sum"), g, p.tolist(), t, None, None, None, True) is None
+    assert dispatch.plan_key((kernels.Op.MSE, str, "sum"), g, p, t, [0.0] * 6, None, None, True) is None
+    with pytest.raises(AclnnError) as err:
+        kernels.mse_loss_backward(g, p.tolist(), t, "sum")
+    assert err.value.code == 161002 and "input" in str(err.value)

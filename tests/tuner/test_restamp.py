@@ -387,6 +387,16 @@ def test_a_target_cpu_restamps_where_the_edit_is_behind_a_feature_it_lacks(tmp_p
     assert outcome.verdict is (Verdict.CHANGED if cpu_loops.HAS_BF16 else Verdict.SAME), outcome.detail
 
 
+def test_the_zen_5_target_reads_its_own_table_and_takes_the_gates_named_for_it() -> None:
+    """``--target znver5`` restamps the Zen 5's table and the AVX-512 tier's, and its workers build
+    the loops a Zen 5 builds: the checked twin, which the gates give that CPU by name
+    (cpu_loops._CHECKED_CPUS) and the Zen 4, with the same features, not."""
+    assert host_tables(TARGETS["znver5"]) == ("x86_64-avx512-znver5-2t", "x86_64-avx512-2t")
+    code = "from kernels.backends import cpu_loops as c; print(c.target_cpu(), c.HAS_SCALEF, c.CHECKED_SCALE)"
+    assert run_fresh(code, TARGETS["znver5"].env()) == "znver5 True True"
+    assert run_fresh(code, TARGETS["znver4"].env()) == "znver4 True False"
+
+
 def test_compile_only_compiles_each_call_and_never_runs_it() -> None:
     """What a worker does for a target this host cannot run: a dispatcher call compiles for its
     arguments' types, as a first call does, and returns without running (nothing is written).
@@ -435,7 +445,7 @@ def test_runnable_here_names_the_features_this_host_lacks_and_the_cli_names_an_u
     with pytest.raises(ValueError, match="got imaginary with no-such-feature, which this host lacks"):
         runnable_here(Target("imaginary", "+no-such-feature,-avx512f"))
     assert cli.main(["restamp", "--dry-run", "--target", "pentium"]) == 2
-    assert "target: expected one of znver3, znver4, sapphirerapids, got 'pentium'" in capsys.readouterr().err
+    assert "target: expected one of znver3, znver4, sapphirerapids, znver5, got 'pentium'" in capsys.readouterr().err
 
 
 # ---- migrate_hashes: legacy kernel hashes to the canonical one ----------------------------------------

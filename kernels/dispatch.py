@@ -170,8 +170,8 @@ def run_cached(
     allocated when None), and the out written; None when nothing is cached for ``key``.
 
     The public functions' replay. Where the plan has a launcher (the CPU's contiguous loops), no
-    executor is bound: the caller gets only the out back, and binding one cost 0.5-1.9 us a call
-    (results/performance.md, sections 75 and 84). Elsewhere it binds and runs as phase two does."""
+    executor is bound: the caller gets only the out back, and binding one took 1.0-1.9 us a call on
+    the Zen 3 (results/performance.md, sections 75 and 84). Elsewhere it binds and runs as phase two does."""
     if key is None:
         return None
     try:  # _hit written out: this is the hot path, and a call costs it 50-60 ns

@@ -2,10 +2,12 @@
 
 The plan cache: every check and decision of phase one reads tensor metadata only (dtype, shape,
 strides, device), never values, and the frozen tables are read once per process. So a call whose
-metadata and arguments match an earlier successful one gets that call's executor rebound to its
-tensors, in a few microseconds instead of the ~60 us the full phase one takes in Python; that cost
-was 6x the kernel at 2^16 elements (results/performance.md). Calls with an explicit config always
-take the full path, and a call that failed is never cached, so every error is still raised.
+metadata and arguments match an earlier successful one gets that call's plan again, in a few
+microseconds instead of the ~60 us the full phase one takes in Python; that cost was 6x the kernel
+at 2^16 elements (results/performance.md). Phase one's replay binds the plan to the call's tensors
+(:func:`replay`); a public call's launches the plan's launcher on them where it has one, binding
+nothing (:func:`run_cached`). Calls with an explicit config always take the full path, and a call
+that failed is never cached, so every error is still raised.
 """
 
 from __future__ import annotations

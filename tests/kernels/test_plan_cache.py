@@ -126,10 +126,12 @@ def test_writing_a_frozen_table_drops_older_plans() -> None:
     key = dispatch.plan_key((kernels.Op.MSE, str, "sum"), g, x, t, None, None, None, True)
     kernels.mse_loss_backward(g, x, t, "sum")
     assert dispatch.replay(key, g, x, t, None) is not None
+    assert dispatch.run_cached(key, g, x, t, None) is not None
     frozen.reset()  # what tuner.freeze does after writing a table
-    assert dispatch.replay(key, g, x, t, None) is None
-    _, ex = kl_div.get_workspace_size(g, x, t, "sum", False, None, allocate=True)
-    assert ex.config_source  # the full path ran again and planned
+    assert not dispatch._plans
+    assert dispatch.replay(key, g, x, t, None) is None and dispatch.run_cached(key, g, x, t, None) is None
+    kernels.mse_loss_backward(g, x, t, "sum")  # the full path plans again, from the table read anew
+    assert dispatch.replay(key, g, x, t, None) is not None
 
 
 def test_a_cached_public_call_launches_the_plans_launcher_without_binding_an_executor(
@@ -155,15 +157,28 @@ def test_a_cached_public_call_launches_the_plans_launcher_without_binding_an_exe
     assert len(dispatch._plans) == 2
 
 
-def test_a_cached_public_call_of_a_walk_binds_and_runs_it() -> None:
+def test_a_cached_public_call_of_a_walk_binds_and_runs_it(monkeypatch: pytest.MonkeyPatch) -> None:
     t = torch.randn(40, 30)
     transposed = torch.randn(30, 40).t()
     kernels.l1_loss_backward(torch.randn(40, 30), transposed, t, "sum")
     ((template, _),) = dispatch._plans.values()
     assert template.launcher is None  # the strided walk reads more of its plan on each launch
+
+    def no_build(*_: object, **__: object) -> Executor:
+        raise AssertionError("the cached call planned again")
+
+    bound: list[Executor] = []
+    bind = Executor.bind
+
+    def counted(self: Executor, *tensors: torch.Tensor) -> Executor:
+        bound.append(self)
+        return bind(self, *tensors)
+
+    monkeypatch.setattr(dispatch, "build", no_build)
+    monkeypatch.setattr(Executor, "bind", counted)
     g2, x2 = torch.randn(40, 30), torch.randn(30, 40).t()
     again = kernels.l1_loss_backward(g2, x2, t, "sum")
-    assert len(dispatch._plans) == 1
+    assert bound == [template]  # the cache's template, bound once: the replay, not the full path
     from kernels.ops import l1
 
     assert_within(again, l1.reference(g2, x2, t, "sum"), ulps_for(torch.float32))

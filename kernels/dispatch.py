@@ -85,6 +85,10 @@ PLAN_LIMIT = 1024  # distinct call signatures kept; past it the cache starts ove
 # key -> (the plan without its tensors, (shape, dtype, device) of the out a call without one gets)
 _plans: dict[tuple[object, ...], tuple[Executor, tuple[object, object, object]]] = {}
 _Tensor = torch.Tensor
+# Which tables a key's plan may come from: clear_plans (frozen.reset) moves it on, and every key
+# holds the epoch it was built in. A call that read the old table and reaches remember after
+# another thread's reset stores its plan under a key of the old epoch, which no later call builds.
+_epoch = 0
 
 
 def plan_key(
@@ -103,7 +107,8 @@ def plan_key(
 
     One flat tuple of each tensor's dtype, shape, strides and device, ``out``'s nested (or None):
     a tuple per tensor cost the cached call 0.7-0.9 us more on the Zen 3, in building and hashing
-    (results/performance.md, section 84). The key is built on every call, hit or miss."""
+    (results/performance.md, section 84). The key is built on every call, hit or miss, before
+    anything reads a table, so it carries the epoch of the tables that call's plan can come from."""
     if config is not None:
         return None
     if not (isinstance(grad, _Tensor) and isinstance(inp, _Tensor) and isinstance(target, _Tensor)):
@@ -118,6 +123,7 @@ def plan_key(
         call,
         backend,
         allocate,
+        _epoch,
         grad.dtype,
         grad.shape,
         grad.stride(),
@@ -207,6 +213,10 @@ def remember(key: tuple[object, ...] | None, executor: Executor) -> None:
 
 
 def clear_plans() -> None:
+    """Drop every plan, and retire the keys built so far (_epoch): a call under way keeps its key,
+    so the plan it makes from the table it read is never replayed."""
+    global _epoch
+    _epoch += 1
     _plans.clear()
 
 

@@ -112,7 +112,7 @@ _on_reset: list[Callable[[], None]] = []
 
 def on_reset(forget: Callable[[], None]) -> None:
     """Have :func:`reset` call ``forget``: a cache of what lookups returned (the plan cache,
-    kernels/dispatch.py) registers here to drop it, instead of comparing a counter on every hit."""
+    kernels/dispatch.py) registers here to drop it and retire the keys of calls under way."""
     _on_reset.append(forget)
 
 

@@ -16,7 +16,7 @@ import kernels
 from kernels import dispatch, frozen
 from kernels.errors import AclnnError
 from kernels.executor import Executor
-from kernels.ops import kl_div, mse
+from kernels.ops import kl_div, l1, mse
 from tests.helpers import assert_within, ulps_for
 
 
@@ -121,9 +121,13 @@ def test_a_replayed_executor_gets_a_combined_dict_which_cpython_specialises_load
     assert sys.getsizeof(vars(fresh)) < sys.getsizeof({**vars(fresh)})  # the check can tell them apart
 
 
+def _mse_key(g: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> tuple[object, ...] | None:
+    return dispatch.plan_key((kernels.Op.MSE, str, "sum"), g, x, t, None, None, None, True)
+
+
 def test_writing_a_frozen_table_drops_older_plans() -> None:
     g, x, t = torch.randn(11), torch.randn(11), torch.randn(11)
-    key = dispatch.plan_key((kernels.Op.MSE, str, "sum"), g, x, t, None, None, None, True)
+    key = _mse_key(g, x, t)
     kernels.mse_loss_backward(g, x, t, "sum")
     assert dispatch.replay(key, g, x, t, None) is not None
     assert dispatch.run_cached(key, g, x, t, None) is not None
@@ -131,7 +135,40 @@ def test_writing_a_frozen_table_drops_older_plans() -> None:
     assert not dispatch._plans
     assert dispatch.replay(key, g, x, t, None) is None and dispatch.run_cached(key, g, x, t, None) is None
     kernels.mse_loss_backward(g, x, t, "sum")  # the full path plans again, from the table read anew
-    assert dispatch.replay(key, g, x, t, None) is not None
+    new_key = _mse_key(g, x, t)
+    assert dispatch.replay(new_key, g, x, t, None) is not None
+    assert new_key != key and dispatch.replay(key, g, x, t, None) is None  # keys from before the write are retired
+
+
+def test_a_plan_made_across_a_table_write_is_never_replayed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread's tuner.freeze lands between this call's table lookup and its remember, so
+    its plan holds the old table's config. Played on one thread: the reset runs inside the lookup."""
+    g, x, t = torch.randn(13), torch.randn(13), torch.randn(13)
+    lookup = frozen.lookup
+
+    def lookup_then_reset(*args: object, **kwargs: object) -> object:
+        found = lookup(*args, **kwargs)
+        monkeypatch.setattr(frozen, "lookup", lookup)  # once
+        frozen.reset()
+        return found
+
+    monkeypatch.setattr(frozen, "lookup", lookup_then_reset)
+    stale = kernels.mse_loss_backward(g, x, t, "sum")
+    assert frozen.lookup is lookup  # the reset did land mid-call
+    builds: list[Executor] = []
+    build = dispatch.build
+
+    def counted(*args: object, **kwargs: object) -> Executor:
+        builds.append(build(*args, **kwargs))  # type: ignore[arg-type]
+        return builds[-1]
+
+    monkeypatch.setattr(dispatch, "build", counted)
+    again = kernels.mse_loss_backward(g, x, t, "sum")
+    assert len(builds) == 1  # planned anew from the table as it is now, not replayed from the old one
+    kernels.mse_loss_backward(g, x, t, "sum")
+    assert len(builds) == 1  # and that plan is replayed
+    assert torch.equal(again, stale)
+    assert_within(again, mse.reference(g, x, t, "sum"), ulps_for(torch.float32))
 
 
 def test_a_cached_public_call_launches_the_plans_launcher_without_binding_an_executor(
@@ -179,8 +216,6 @@ def test_a_cached_public_call_of_a_walk_binds_and_runs_it(monkeypatch: pytest.Mo
     g2, x2 = torch.randn(40, 30), torch.randn(30, 40).t()
     again = kernels.l1_loss_backward(g2, x2, t, "sum")
     assert bound == [template]  # the cache's template, bound once: the replay, not the full path
-    from kernels.ops import l1
-
     assert_within(again, l1.reference(g2, x2, t, "sum"), ulps_for(torch.float32))
 
 

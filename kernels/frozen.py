@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import platform
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,8 +104,9 @@ def config_path(backend: str, device: str, root: Path | None = None) -> Path:
     return (root or CONFIG_DIR) / backend / f"{device}.json"
 
 
-def _report(path: Path, why: str) -> None:
-    warnings.warn(f"frozen config {path}: {why}; skipped", FrozenConfigWarning, stacklevel=4)
+def _report(path: Path, why: str, stacklevel: int = 4) -> None:
+    # 4: from _usable, the frame that called lookup (dispatch.build); _read passes 5, one frame deeper
+    warnings.warn(f"frozen config {path}: {why}; skipped", FrozenConfigWarning, stacklevel=stacklevel)
 
 
 _on_reset: list[Callable[[], None]] = []
@@ -116,31 +118,57 @@ def on_reset(forget: Callable[[], None]) -> None:
     _on_reset.append(forget)
 
 
+# The tables read so far (load), and the count of resets: a read begun before a reset is not kept.
+_tables: dict[tuple[str, str, Path | None], FrozenTable | None] = {}
+_tables_epoch = 0
+_tables_lock = threading.Lock()
+
+
 def reset() -> None:
     """Forget every table read so far (call after writing one), and every cache registered with
     :func:`on_reset`."""
-    load.cache_clear()
+    global _tables_epoch
+    with _tables_lock:
+        _tables_epoch += 1
+        _tables.clear()
     for forget in _on_reset:
         forget()
 
 
-@cache
 def load(backend: str, device: str, root: Path | None = None) -> FrozenTable | None:
-    """Read and schema-check a table once per process; None if absent or unusable (reported)."""
-    path = config_path(backend, device, root)
+    """Read and schema-check a table once per process (until :func:`reset`); None if absent or
+    unusable (reported).
+
+    Why not functools.cache: it stores what a call returns when the call returns, so a read of the
+    old file that another thread's write and reset overtook was kept, and every later call got the
+    old table until the next reset. Here a read is kept only if no reset came since it began; its
+    own caller still gets it (that call began before the write, and dispatch's plan key retires it)."""
+    key = (backend, device, root)
+    with _tables_lock:
+        if key in _tables:
+            return _tables[key]
+        epoch = _tables_epoch
+    table = _read(config_path(backend, device, root))
+    with _tables_lock:
+        if epoch == _tables_epoch:
+            _tables[key] = table
+    return table
+
+
+def _read(path: Path) -> FrozenTable | None:
     if not path.exists():
         return None
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        _report(path, f"unreadable ({e})")
+        _report(path, f"unreadable ({e})", stacklevel=5)
         return None
     if (
         not isinstance(data, dict)
         or data.get("schema_version") != SCHEMA_VERSION
         or not isinstance(data.get("entries"), list)
     ):
-        _report(path, f"expected schema_version {SCHEMA_VERSION} with an entries list")
+        _report(path, f"expected schema_version {SCHEMA_VERSION} with an entries list", stacklevel=5)
         return None
     common = data.get("common") if isinstance(data.get("common"), dict) else None
     return FrozenTable(path, tuple(e for e in data["entries"] if isinstance(e, dict)), common)

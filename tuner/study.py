@@ -102,11 +102,16 @@ def open_storage(url: str | None) -> optuna.storages.BaseStorage:
     raise ValueError(f"storage: expected a journal file path or a postgresql:// URL, got {url!r}")
 
 
+# A sampled (TPE or random) study's measured trials where --trials is not given; a grid sweeps its points.
+SAMPLED_TRIALS = 40
+
+
 @dataclass(frozen=True)
 class TuneOptions:
     backend: str = "cpu"
     sampler: str = "auto"  # auto, tpe, random, grid
-    trials: int | None = None  # measured trials in the study, shared by its workers; None: the whole grid, or 40
+    # measured trials in the study, shared by its workers; None: the whole grid, or SAMPLED_TRIALS
+    trials: int | None = None
     timeout_s: float | None = None
     seed: int = 0
     storage: str | None = None
@@ -728,7 +733,7 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     _reclaim_interrupted(study)
     _supersede_waiting(study, sweep)
     _enqueue_once(study, sweep, start)
-    budget = opts.trials if opts.trials is not None else (space.size if grid else 40)
+    budget = opts.trials if opts.trials is not None else (space.size if grid else SAMPLED_TRIALS)
     # TPE and random draw each knob on its own, so some draws break a constraint; those cost no
     # measurement and do not spend the budget, but a sampler stuck on them must still end.
     # A grid's budget is its points, so a point measured twice (by a tuner before _of_space) is one.

@@ -122,7 +122,7 @@ def test_a_replayed_executor_gets_a_combined_dict_which_cpython_specialises_load
 
 
 def _mse_key(g: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> tuple[object, ...] | None:
-    return dispatch.plan_key((kernels.Op.MSE, str, "sum"), g, x, t, None, None, None, True)
+    return dispatch.plan_key(mse._call("sum"), g, x, t, None, None, None, True)
 
 
 def test_writing_a_frozen_table_drops_older_plans() -> None:
@@ -222,12 +222,10 @@ def test_a_cached_public_call_of_a_walk_binds_and_runs_it(monkeypatch: pytest.Mo
 def test_tensor_subclasses_are_keyed_and_anything_else_takes_the_full_path() -> None:
     p = torch.nn.Parameter(torch.randn(6))
     g, t = torch.randn(6), torch.randn(6)
-    key = dispatch.plan_key((kernels.Op.MSE, str, "sum"), g, p, t, None, None, None, True)
-    assert key is not None and key == dispatch.plan_key(
-        (kernels.Op.MSE, str, "sum"), g, p.detach(), t, None, None, None, True
-    )
-    assert dispatch.plan_key((kernels.Op.MSE, str, "sum"), g, p.tolist(), t, None, None, None, True) is None
-    assert dispatch.plan_key((kernels.Op.MSE, str, "sum"), g, p, t, [0.0] * 6, None, None, True) is None
+    key = dispatch.plan_key(mse._call("sum"), g, p, t, None, None, None, True)
+    assert key is not None and key == dispatch.plan_key(mse._call("sum"), g, p.detach(), t, None, None, None, True)
+    assert dispatch.plan_key(mse._call("sum"), g, p.tolist(), t, None, None, None, True) is None
+    assert dispatch.plan_key(mse._call("sum"), g, p, t, [0.0] * 6, None, None, True) is None
     with pytest.raises(AclnnError) as err:
         kernels.mse_loss_backward(g, p.tolist(), t, "sum")
     assert err.value.code == 161002 and "input" in str(err.value)

@@ -294,6 +294,7 @@ def test_help_lists_every_subcommand_in_plain_words(capsys: pytest.CaptureFixtur
     # the defaults tune's help names are the tuner's (the parser leaves them unset: TuneOptions holds them)
     text = " ".join(capsys.readouterr().out.split())
     assert f"table's entry (default {st.TuneOptions.finalists})" in text
+    assert f"(default: the whole grid, or {st.SAMPLED_TRIALS})" in text
     assert f"(default {st.TuneOptions.rounds}, at least {st.fewest_rounds()}:" in text
 
 

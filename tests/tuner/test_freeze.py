@@ -52,7 +52,7 @@ def _write(
     write_atomic(
         frozen.config_path(backend, device, root), {"schema_version": 1, "entries": entries, "common": common or {}}
     )
-    frozen.load.cache_clear()
+    frozen.reset()
 
 
 def test_lookup_order_exact_nearest_common_default(tmp_path: Path) -> None:
@@ -273,16 +273,35 @@ def test_the_carry_rules_are_the_spaces_own(tmp_path: Path) -> None:
         tiling.Carry(sized=("width",))
 
 
+def test_a_table_read_across_a_write_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window functools.cache left open: a read of the old file that another thread's write
+    and reset overtook (made to land inside the read here) is its caller's, not the next call's."""
+    space, key = _space_and_key(16)
+    old, new = (Tiling(tile=t, cores=1, variant=Variant.FLAT) for t in (256, 1024))
+    _write(tmp_path, [_entry(key, space, 16, old)])
+    parse = json.loads
+
+    def overtaken(text: str, **kw: object) -> object:
+        monkeypatch.setattr(frozen.json, "loads", parse)  # once
+        _write(tmp_path, [_entry(key, space, 16, new)])  # the other thread's freeze: write, then reset
+        return parse(text, **kw)
+
+    monkeypatch.setattr(frozen.json, "loads", overtaken)
+    assert frozen.lookup("cpu", "dev", key, space, tmp_path)[0] == old  # the read begun before the write
+    assert frozen.lookup("cpu", "dev", key, space, tmp_path)[0] == new
+    assert frozen.load("cpu", "dev", tmp_path) is frozen.load("cpu", "dev", tmp_path)  # kept once read whole
+
+
 def test_corrupt_file_is_reported_and_skipped(tmp_path: Path) -> None:
     space, key = _space_and_key()
     path = frozen.config_path("cpu", "dev", tmp_path)
     path.parent.mkdir(parents=True)
     path.write_text('{"schema_version": 1, "entries": [')
-    frozen.load.cache_clear()
+    frozen.reset()
     with pytest.warns(frozen.FrozenConfigWarning, match="unreadable"):
         assert frozen.lookup("cpu", "dev", key, space, tmp_path) is None
     path.write_text(json.dumps({"schema_version": 99, "entries": []}))
-    frozen.load.cache_clear()
+    frozen.reset()
     with pytest.warns(frozen.FrozenConfigWarning, match="schema_version 1"):
         assert frozen.lookup("cpu", "dev", key, space, tmp_path) is None
 

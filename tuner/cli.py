@@ -488,7 +488,8 @@ def _report(args: argparse.Namespace) -> int:
         "medians of interleaved rounds; roofline = torch copy_ at the same working set (half read, half written);"
         f" roofline % and a layout's x over its contiguous partner: the median (min-max) of each round's ratio,"
         f" {args.rounds} rounds, {args.goal_rounds} for the layout rows (at {', '.join(map(pow2, layout_numels))})"
-        f" and those of {pow2(LARGE_NUMEL)} and up"
+        f" and those of {pow2(LARGE_NUMEL)} and up; torch's tensors of 2 MiB and up on"
+        f" {machine.torch_pages()}: the vendor allocates its result every call"
     )
     table = format_report(rows)
     if args.json:

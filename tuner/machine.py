@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 import platform
+import re
+from pathlib import Path
 
 import torch
 
@@ -61,6 +63,33 @@ def machine_name() -> str:
     return "-".join(p for p in parts if p)
 
 
+THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+def torch_pages(setting: Path = THP_SETTING, env: dict[str, str] | None = None) -> str:
+    """The pages torch's CPU allocator gets for a tensor of 2 MiB and up, and why: the kernel's
+    transparent huge page mode and ``THP_MEM_ALLOC_ENABLE``, which c10's allocator reads once a
+    process (an integer, as atoi reads it: non-zero asks for 2 MiB alignment and MADV_HUGEPAGE).
+
+    Why a report says it: PyTorch's backward allocates its result every call, and here it faulted
+    those pages in again each time; on 2 MiB pages its time at 2^24 and 2^26 was 0.39x (median),
+    while our kernels, timed into an out allocated once, did not move beyond the runs' spread
+    (results/performance.md, section 85). So the vendor column is PyTorch as this setting gives it."""
+    env = os.environ if env is None else env
+    try:
+        found = re.search(r"\[(\w+)\]", setting.read_text())
+    except OSError:
+        found = None
+    raw = env.get("THP_MEM_ALLOC_ENABLE")
+    asked = raw is not None and (m := re.match(r"\s*[+-]?\d+", raw)) is not None and int(m.group()) != 0
+    named = "THP_MEM_ALLOC_ENABLE " + ("unset" if raw is None else f"{raw!r}")
+    if found is None:
+        return f"pages unknown (no {setting}; {named})"
+    mode = found.group(1)
+    huge = mode == "always" or (mode == "madvise" and asked)
+    return f"{'2 MiB' if huge else '4 KiB'} pages (THP {mode}, {named})"
+
+
 def describe() -> dict[str, object]:
     """Everything about the host a run should be stored with."""
     return {
@@ -74,5 +103,6 @@ def describe() -> dict[str, object]:
         "processor": platform.processor(),
         "python": platform.python_version(),
         "torch": torch.__version__,
+        "torch_pages": torch_pages(),
         "platform": platform.platform(),
     }

@@ -210,6 +210,8 @@ def test_bench_report_sweeps_sizes_and_layouts_and_writes_files(
     assert [len(r["roofline_pct_rounds"]) for r in data["rows"]] == [1, 1, 2, 2]  # each row's own rounds
     assert [len(r["contiguous_x_rounds"]) for r in data["rows"]] == [0, 0, 2, 2]  # layout rows: over the partner
     assert (tmp_path / "report.txt").read_text().startswith("losstune bench --report on ")
+    # the pages the vendor's allocations fault in, in the header and with the host (tuner.machine.torch_pages)
+    assert data["host"]["torch_pages"] in data["header"] and "the vendor allocates its result" in data["header"]
     assert main(["bench", "--report", "--op", "l1", "--rounds", "0"]) == 2
     assert "--rounds: expected a positive number" in capsys.readouterr().err
     assert main(["bench", "--report", "--op", "l1", "--goal-rounds", "0"]) == 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import platform
+from pathlib import Path
 
 import pytest
 from llvmlite import binding as llvm
@@ -37,3 +38,32 @@ def test_a_mocked_generic_cpu_leaves_no_empty_part_in_the_name(monkeypatch: pyte
     monkeypatch.setattr(llvm, "get_host_cpu_name", lambda: "generic")
     name = machine.machine_name()
     assert machine.microarch() == "" and "--" not in name and "generic" not in name
+
+
+@pytest.mark.parametrize(
+    ("setting", "env", "pages"),
+    [
+        ("always [madvise] never", None, "4 KiB"),  # this host's: torch does not ask
+        ("always [madvise] never", "1", "2 MiB"),
+        ("always [madvise] never", "0", "4 KiB"),
+        ("always [madvise] never", "1x", "2 MiB"),  # atoi's reading, as c10's allocator reads it
+        ("always [madvise] never", "yes", "4 KiB"),
+        ("[always] madvise never", None, "2 MiB"),  # the kernel gives them unasked
+        ("always madvise [never]", "1", "4 KiB"),  # and refuses them asked
+    ],
+)
+def test_torch_pages_reads_the_kernels_mode_and_torchs_variable(
+    tmp_path: Path, setting: str, env: str | None, pages: str
+) -> None:
+    path = tmp_path / "enabled"
+    path.write_text(setting + "\n")
+    said = machine.torch_pages(path, {} if env is None else {"THP_MEM_ALLOC_ENABLE": env})
+    mode = setting.split("[")[1].split("]")[0]
+    assert said.startswith(f"{pages} pages (THP {mode}, THP_MEM_ALLOC_ENABLE ")
+    assert said.endswith("unset)" if env is None else f"{env!r})")
+
+
+def test_torch_pages_without_the_kernels_setting_says_unknown(tmp_path: Path) -> None:
+    said = machine.torch_pages(tmp_path / "absent", {})
+    assert said.startswith("pages unknown") and "absent" in said
+    assert machine.describe()["torch_pages"] == machine.torch_pages()  # stored with each report

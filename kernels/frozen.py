@@ -131,6 +131,7 @@ def reset() -> None:
     with _tables_lock:
         _tables_epoch += 1
         _tables.clear()
+    # after the tables: a call whose plan key is of the new epoch must not find the old table cached
     for forget in _on_reset:
         forget()
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -66,10 +67,11 @@ def machine_name() -> str:
 THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
-def torch_pages(setting: Path = THP_SETTING, env: dict[str, str] | None = None) -> str:
+def torch_pages(setting: Path = THP_SETTING, env: Mapping[str, str] | None = None) -> str:
     """The pages torch's CPU allocator gets for a tensor of 2 MiB and up, and why: the kernel's
     transparent huge page mode and ``THP_MEM_ALLOC_ENABLE``, which c10's allocator reads once a
-    process (an integer, as atoi reads it: non-zero asks for 2 MiB alignment and MADV_HUGEPAGE).
+    process through ``c10::utils::check_env``: exactly "1" has it madvise(MADV_HUGEPAGE) such a
+    buffer; "0", unset or any other value (which torch warns of and ignores) does not.
 
     Why a report says it: PyTorch's backward allocates its result every call, and here it faulted
     those pages in again each time; on 2 MiB pages its time at 2^24 and 2^26 was 0.39x (median),
@@ -81,12 +83,11 @@ def torch_pages(setting: Path = THP_SETTING, env: dict[str, str] | None = None) 
     except OSError:
         found = None
     raw = env.get("THP_MEM_ALLOC_ENABLE")
-    asked = raw is not None and (m := re.match(r"\s*[+-]?\d+", raw)) is not None and int(m.group()) != 0
     named = "THP_MEM_ALLOC_ENABLE " + ("unset" if raw is None else f"{raw!r}")
     if found is None:
         return f"pages unknown (no {setting}; {named})"
     mode = found.group(1)
-    huge = mode == "always" or (mode == "madvise" and asked)
+    huge = mode == "always" or (mode == "madvise" and raw == "1")
     return f"{'2 MiB' if huge else '4 KiB'} pages (THP {mode}, {named})"
 
 

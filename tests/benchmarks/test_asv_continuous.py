@@ -61,7 +61,7 @@ def test_asv_continuous_flags_a_deliberately_slowed_kernel(tmp_path: Path) -> No
     # Each commit is measured once, in about a second; on this shared host a slow spell in that
     # second can make the base read as slow as the slowed commit (CI once saw 11.6 us against the
     # usual 6.6). asv continuous measures both commits afresh on every call, so each further call is
-    # another independent look, taken only after a miss: a kernel that is not slower fails all three.
+    # another independent look, taken only after a miss: a gate that cannot see a 4x loop misses all three.
     for _attempt in range(3):
         gate = subprocess.run(
             [*asv, "continuous", "--machine", "gate", "-b", "track_time", "--factor", "1.3", "HEAD~1", "HEAD"],

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,7 +48,8 @@ def test_a_mocked_generic_cpu_leaves_no_empty_part_in_the_name(monkeypatch: pyte
         ("always [madvise] never", None, "4 KiB"),  # this host's: torch does not ask
         ("always [madvise] never", "1", "2 MiB"),
         ("always [madvise] never", "0", "4 KiB"),
-        ("always [madvise] never", "1x", "2 MiB"),  # atoi's reading, as c10's allocator reads it
+        ("always [madvise] never", "1x", "4 KiB"),  # c10::utils::check_env: "1" alone, others ignored
+        ("always [madvise] never", " 1", "4 KiB"),
         ("always [madvise] never", "yes", "4 KiB"),
         ("[always] madvise never", None, "2 MiB"),  # the kernel gives them unasked
         ("always madvise [never]", "1", "4 KiB"),  # and refuses them asked
@@ -67,3 +70,27 @@ def test_torch_pages_without_the_kernels_setting_says_unknown(tmp_path: Path) ->
     said = machine.torch_pages(tmp_path / "absent", {})
     assert said.startswith("pages unknown") and "absent" in said
     assert machine.describe()["torch_pages"] == machine.torch_pages()  # stored with each report
+
+
+CHILD = """
+import re, sys, torch
+from tuner import machine
+t = torch.ones(1 << 24)  # 64 MiB, every page touched
+kb = int(re.search(r"AnonHugePages:\\s+(\\d+) kB", open("/proc/self/smaps_rollup").read()).group(1))
+sys.stdout.write(f"{kb}\\n{machine.torch_pages()}")
+"""
+
+
+@pytest.mark.skipif(
+    not machine.torch_pages().startswith(("4 KiB pages (THP madvise", "2 MiB pages (THP madvise")),
+    reason="needs transparent huge pages in madvise mode, where torch's variable decides",
+)
+@pytest.mark.parametrize("value", [None, "1", "1x"])
+def test_torch_pages_says_what_torchs_allocator_did_in_a_fresh_process(value: str | None) -> None:
+    # the installed torch's own reading of the variable: "1x" is warned of and ignored (check_env)
+    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+    env |= {} if value is None else {"THP_MEM_ALLOC_ENABLE": value}
+    done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, check=True)
+    kb, said = done.stdout.split("\n", 1)
+    assert (int(kb) > 0) == said.startswith("2 MiB"), (kb, said)
+    assert said.startswith("2 MiB") == (value == "1")

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import optuna
@@ -498,7 +499,8 @@ def test_two_workers_share_a_postgresql_study() -> None:
             pytest.fail(".ci/postgres.sh did not start PostgreSQL")
         pytest.skip("no PostgreSQL: run .ci/postgres.sh")
     url = url_file.read_text().strip()
-    name = f"losstune_test_{os.getpid()}"
+    # the pid alone could meet a database a killed run left in a cluster .ci/postgres.sh reuses
+    name = f"losstune_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     admin = url.rsplit("/", 1)[0] + "/postgres"
     import sqlalchemy
 

@@ -481,15 +481,16 @@ def _report(args: argparse.Namespace) -> int:
     )
     commit = git_commit()[:7]
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    host = machine.describe()  # once: the header quotes it, the JSON stores it whole
     header = (
-        f"losstune bench --report on {machine.machine_name()} ({machine.cpu_model()}), "
+        f"losstune bench --report on {host['machine']} ({host['cpu_model']}), "
         f"backend {args.backend}, commit {commit}{' + local changes' if dirty.stdout.strip() else ''}, "
         f"{time.strftime('%Y-%m-%d')}, {time.time() - start:.0f} s\n"
         "medians of interleaved rounds; roofline = torch copy_ at the same working set (half read, half written);"
         f" roofline % and a layout's x over its contiguous partner: the median (min-max) of each round's ratio,"
         f" {args.rounds} rounds, {args.goal_rounds} for the layout rows (at {', '.join(map(pow2, layout_numels))})"
         f" and those of {pow2(LARGE_NUMEL)} and up; torch's tensors of 2 MiB and up on"
-        f" {machine.torch_pages()}: the vendor allocates its result every call"
+        f" {host['torch_pages']}: the vendor allocates its result every call"
     )
     table = format_report(rows)
     if args.json:
@@ -497,7 +498,7 @@ def _report(args: argparse.Namespace) -> int:
     else:
         print(header + "\n" + table)
     if args.out:
-        payload = {"header": header, "host": machine.describe(), "commit": commit, "rows": as_dicts(rows)}
+        payload = {"header": header, "host": host, "commit": commit, "rows": as_dicts(rows)}
         write_atomic(args.out.with_suffix(".json"), payload)
         write_atomic(args.out.with_suffix(".txt"), header + "\n" + table + "\n")
     return 0

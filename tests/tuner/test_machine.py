@@ -82,7 +82,7 @@ sys.stdout.write(f"{kb}\\n{machine.torch_pages()}")
 
 
 @pytest.mark.skipif(
-    not machine.torch_pages().startswith(("4 KiB pages (THP madvise", "2 MiB pages (THP madvise")),
+    "(THP madvise," not in machine.torch_pages(),
     reason="needs transparent huge pages in madvise mode, where torch's variable decides",
 )
 @pytest.mark.parametrize("value", [None, "1", "1x"])

@@ -58,6 +58,10 @@ class BenchRow:
     # over all its rounds: at timing.BUSY_WAIT and up, other work wanted the host's CPUs while the
     # row was timed. None where the OS does not say, and in older reports.
     cpu_wait: float | None = None
+    # PyTorch's own kernel into the same out as ours (problems.Case.baseline_into), timed in the same
+    # rounds: vendor_s less the allocation of its result. 0 where PyTorch has no such kernel (L1,
+    # KL) and in older reports.
+    vendor_out_s: float = 0.0
 
 
 def _public(case: Case) -> Callable[..., torch.Tensor]:
@@ -119,6 +123,12 @@ def bench_case(
     if partner is not None:
         _, (contiguous,) = _checked(partner, backend, device, default=False)
         runs.append(lambda _: launch(contiguous))
+    into = case.baseline_into()
+    if into is not None:
+        # Into a spare out, not ours: a wrong vendor number is all it could cost, never a wrong
+        # check of our kernel's output.
+        spare = torch.empty_like(out)
+        runs.append(lambda _: into(g, x, t, spare))
     # Every run is timed launch-free (the device's work alone) but the one-shot call, whose host
     # side (validation, planning, the config lookup, the launch) is what it measures.
     spans = [timing.Span.DEVICE] * len(runs)
@@ -160,6 +170,7 @@ def bench_case(
         statistics.median(layout) if layout else 0.0,
         roofline,
         wait,
+        med[-1] if into is not None else 0.0,
     )
 
 
@@ -271,7 +282,8 @@ def report_rows(
 
 
 def format_report(rows: list[BenchRow]) -> str:
-    """op, dtype, case, tuned / default / vendor medians, GB/s, % of roofline, speedup over vendor.
+    """op, dtype, case, tuned / default / vendor medians, GB/s, % of roofline, speedup over vendor
+    (and over PyTorch's kernel into a given out, where it has one: "-" where not).
 
     The copy's GB/s beside the kernel's: the roofline's yardstick is timed in each row's rounds,
     and on a shared host it moved 2.2x between two reports for one working set
@@ -290,6 +302,7 @@ def format_report(rows: list[BenchRow]) -> str:
         "copy GB/s",
         "roofline",
         "x vendor",
+        "x vendor out",
         "one-shot/kernel",
     )
     lines = [head]
@@ -325,6 +338,7 @@ def format_report(rows: list[BenchRow]) -> str:
                 f"{r.copy_gbps:.1f}",
                 roofline,
                 f"{r.speedup_vs_vendor:.2f}",
+                f"{r.vendor_out_s / r.tuned_s:.2f}" if r.vendor_out_s else "-",
                 f"{r.oneshot_s / r.tuned_s:.2f}",
             )
         )

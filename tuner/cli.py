@@ -490,7 +490,8 @@ def _report(args: argparse.Namespace) -> int:
         f" roofline % and a layout's x over its contiguous partner: the median (min-max) of each round's ratio,"
         f" {args.rounds} rounds, {args.goal_rounds} for the layout rows (at {', '.join(map(pow2, layout_numels))})"
         f" and those of {pow2(LARGE_NUMEL)} and up; torch's tensors of 2 MiB and up on"
-        f" {host['torch_pages']}: the vendor allocates its result every call"
+        f" {host['torch_pages']}: the vendor allocates its result every call; x vendor out: over PyTorch's own"
+        " kernel into a given out (mse's aten kernel; L1 and KL have none: -)"
     )
     table = format_report(rows)
     if args.json:

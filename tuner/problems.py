@@ -161,6 +161,18 @@ class Case:
             return lambda g, x, t: l1.vendor_baseline(g, x, t, self.reduction)
         return lambda g, x, t: kl_div.vendor_baseline(g, x, t, self.reduction, self.log_target)
 
+    def baseline_into(self) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None:
+        """PyTorch's own backward kernel written into a given out, where PyTorch ships one with an
+        out= form: mse's (aten mse_loss_backward.grad_input). The baseline allocates its result
+        every call, and at 2^24 float32 that allocation cost its call 3-4x the kernel's time in page
+        faults (results/performance.md, section 87); this is the yardstick without it, the way our
+        kernel is timed. None for L1 and KL, whose PyTorch backward is a chain of eager ops, each
+        allocating its own temporary: no one kernel to hand an out."""
+        if self.op is not Op.MSE:
+            return None
+        red = int(self.reduction)
+        return lambda g, x, t, out: torch.ops.aten.mse_loss_backward.grad_input(g, x, t, red, grad_input=out)
+
 
 def parse_shape(text: str) -> tuple[int, ...]:
     """'1048576', '2^20', '41x401x1271' or '' (0-d)."""

@@ -71,6 +71,34 @@ def test_ratios_pair_each_round_plumbing_with_fake_times(monkeypatch: pytest.Mon
     assert "transposed (1.50x, 0.50-2.00)" in text and f"{row.roofline_pct:.0f}% (" in text
 
 
+def test_an_mse_row_times_pytorchs_kernel_into_an_out_in_its_rounds_plumbing_with_fake_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Plumbing (the launches are real, the times made up): mse's row times PyTorch's own kernel
+    into a spare out as one more run of its rounds, launch-free, and the report prints the kernel's
+    speedup over it; an L1 row has no such run and prints "-"."""
+    fake = {0: (2.0, 2.0, 2.0), 2: (8.0, 8.0, 8.0), 5: (3.0, 3.0, 3.0)}  # tuned, vendor, vendor into out (s)
+    seen: list[tuple[timing.Span, ...]] = []
+
+    def interleaved(runs, device="cpu", *, rounds, min_time_s=0.1, seed=0, spans=()):  # noqa: ANN001, ANN202
+        seen.append(tuple(spans))
+        for run in runs:
+            run(0)
+        return [timing.Rounds(fake.get(i, (1.0, 1.0, 1.0)), fake.get(i, (1.0,))) for i in range(len(runs))]
+
+    monkeypatch.setattr(timing, "interleaved", interleaved)
+    mse = Case(Op.MSE, torch.float32, (64 * 64,), Reduction.MEAN)
+    row, l1 = bench.bench_case(mse, "cpu", rounds=3), bench.bench_case(L1, "cpu", rounds=3)
+    device, call = timing.Span.DEVICE, timing.Span.CALL
+    assert seen == [(device, device, device, call, device, device), (device, device, device, call, device)]
+    assert (row.vendor_s, row.vendor_out_s, l1.vendor_out_s) == (8.0, 3.0, 0.0)
+    head, mse_line, l1_line = bench.format_report([row, l1]).splitlines()[:3]
+    at = head.index("x vendor out")  # aligned columns: a cell starts where its header does
+    assert head[:at].split()[-2:] == ["x", "vendor"] and head[at:].split()[3] == "one-shot/kernel"
+    assert mse_line[at:].split()[:2] == ["1.50", f"{row.oneshot_s / row.tuned_s:.2f}"]
+    assert l1_line[at:].split()[0] == "-"
+
+
 def test_a_report_row_records_its_cpu_wait_and_the_report_names_the_rows_timed_beside_other_work() -> None:
     row = bench.bench_case(L1, "cpu", min_time_s=0.001, rounds=1)
     if timing.sched_times() is not None:  # Linux: read over the row's own rounds

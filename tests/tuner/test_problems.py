@@ -32,3 +32,27 @@ def test_filled_inputs_are_seeded_in_the_order_gradient_input_target() -> None:
     g = torch.randn(4096, generator=gen) * 1.5 + 0.25
     x, t = torch.randn(4096, generator=gen), torch.rand(4096, generator=gen)  # KL's target: probabilities
     assert all(torch.equal(a, b) for a, b in zip(first, (g, x, t), strict=True))
+
+
+@pytest.mark.parametrize("layout", [InputLayout.CONTIGUOUS, InputLayout.BROADCAST, InputLayout.TRANSPOSED])
+@pytest.mark.parametrize("reduction", [Reduction.NONE, Reduction.MEAN, Reduction.SUM])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_mses_baseline_into_out_writes_the_baselines_values_into_that_out(
+    layout: InputLayout, reduction: Reduction, dtype: torch.dtype
+) -> None:
+    """bench --report's "x vendor out": PyTorch's own kernel into a given out must compute what the
+    allocating baseline returns, into that very out (no new storage, no resize)."""
+    case = Case(Op.MSE, dtype, (1 << 12,), reduction, layout=layout)
+    g, x, t = case.inputs("cpu")
+    out = case.out_like(x)
+    into = case.baseline_into()
+    assert into is not None
+    got = into(g, x, t, out)
+    assert got.data_ptr() == out.data_ptr() and got.shape == out.shape
+    assert torch.equal(out, case.baseline()(g, x, t))
+
+
+@pytest.mark.parametrize("op", [Op.L1, Op.KL_DIV])
+def test_l1_and_kl_have_no_baseline_into_out(op: Op) -> None:
+    """Their PyTorch backward is a chain of eager ops, each allocating: no one kernel takes an out."""
+    assert Case(op, torch.float32, (1 << 12,), Reduction.NONE).baseline_into() is None

@@ -79,7 +79,7 @@ def test_asv_continuous_flags_a_deliberately_slowed_kernel(tmp_path: Path) -> No
                 break
     finally:
         # asv's env is 1.6 GB (torch alone 0.75) and nothing after this reads it; asv's output is in
-        # `out`. CI (stop 69) ran out of disk creating it; pyproject's tmp_path retention is the rest.
+        # `out`. Session 67's CI ran out of disk creating it; pyproject's tmp_path retention does the rest.
         shutil.rmtree(clone / ".asv" / "env", ignore_errors=True)
     assert gate.returncode == 1, out[-4000:]
     assert "PERFORMANCE DECREASED" in out or "SOME BENCHMARKS HAVE CHANGED SIGNIFICANTLY" in out, out[-4000:]

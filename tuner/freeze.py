@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from kernels import frozen
+from kernels.tiling import Tiling
 from tuner.study import busy_host, busy_reading, git_commit, held, log, study_rows, versions
 
 KEY_FIELDS = ("op", "dtype", "bucket", "grad_kind", "layout", "reduction_kind")
@@ -85,6 +86,18 @@ def _merge_key(entry: dict[str, object]) -> tuple[object, ...]:
 COMMON_MIN_WINS = 2
 
 
+def _config_key(config: object) -> str:
+    """A config's identity when wins are counted: its Tiling with every knob spelled out. An entry
+    frozen before a knob existed lacks its field, which means the knob's default; counted as raw
+    JSON, one config frozen before and after looked like two. A re-freeze that rewrote some of an
+    op's winners (the README main job on the Zen 5) split their wins under COMMON_MIN_WINS and
+    dropped the op's common config (results/performance.md, section 87)."""
+    try:
+        return json.dumps(Tiling.from_dict(config).to_dict(), sort_keys=True)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # not a config this tree reads: counted as written
+        return json.dumps(config, sort_keys=True)
+
+
 def _best_common(entries: list[dict[str, object]]) -> dict[str, dict[str, object]]:
     """Per op (and layout family, frozen.common_name), the tuned config that won most often (ties:
     best mean speedup over default).
@@ -99,16 +112,16 @@ def _best_common(entries: list[dict[str, object]]) -> dict[str, dict[str, object
             by_op[frozen.common_name(str(e["op"]), e.get("log_target"), e.get("layout"))].append(e)
     common = {}
     for op, wins in by_op.items():
-        counts = collections.Counter(json.dumps(e["config"], sort_keys=True) for e in wins)
+        counts = collections.Counter(_config_key(e["config"]) for e in wins)
 
         def score(key: str, wins: list[dict[str, object]] = wins, counts: collections.Counter = counts) -> tuple:
-            sp = [float(e["speedup_vs_default"]) for e in wins if json.dumps(e["config"], sort_keys=True) == key]
+            sp = [float(e["speedup_vs_default"]) for e in wins if _config_key(e["config"]) == key]
             return counts[key], sum(sp) / len(sp)
 
         key = max(counts, key=score)
         if counts[key] < COMMON_MIN_WINS:
             continue
-        example = next(e for e in wins if json.dumps(e["config"], sort_keys=True) == key)
+        example = next(e for e in wins if _config_key(e["config"]) == key)
         common[op] = {k: example.get(k) for k in ("op", "log_target", "config", "kernel_hash", "space_hash")}
     return common
 

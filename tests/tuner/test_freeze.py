@@ -381,6 +381,29 @@ def test_a_single_win_is_not_a_common_config() -> None:
     assert set(_best_common([kl, kl, kl_log, kl_log])) == {"kl_div", "kl_div-log"}  # each its own winner
 
 
+def test_a_config_frozen_before_a_knob_existed_counts_as_the_same_config_after() -> None:
+    """Wins are counted by config, not by how the table spelled it: an entry frozen before the
+    walk knobs existed has no defer_out/transpose_in/transpose_row, which means their defaults.
+    The README main job on the Zen 5 refroze half of mse's winners with those fields; counted as
+    raw JSON, each config then had one win and the op lost its common config."""
+    from tuner.freeze import _best_common
+
+    streamed = {"tile": 256, "cores": 2, "variant": "flat", "prefetch": 2, "stream": True}
+    old = {
+        "op": "mse",
+        "tuned": True,
+        "config": streamed,
+        "speedup_vs_default": 1.2,
+        "kernel_hash": "k",
+        "space_hash": "s",
+    }
+    new = old | {"config": streamed | {"defer_out": False, "transpose_in": False, "transpose_row": 0}}
+    common = _best_common([old, new])
+    assert tiling.Tiling.from_dict(common["mse"]["config"]) == tiling.Tiling.from_dict(streamed)
+    other = old | {"config": streamed | {"prefetch": 1}}  # a knob at another value is another config
+    assert _best_common([old, other]) == {}
+
+
 def test_the_transposed_layout_has_a_common_config_of_its_own(tmp_path: Path) -> None:
     """Wins in the transposed walk's space are counted apart: three of them used to outvote two
     contiguous wins and leave contiguous problems with a common config they could never use."""

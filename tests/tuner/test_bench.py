@@ -40,13 +40,9 @@ def test_the_copy_is_timed_in_the_rows_own_rounds_plumbing(monkeypatch: pytest.M
     assert row.contiguous_s == 0.0 and row.contiguous_x_rounds == ()  # a contiguous row has no partner
 
 
-def test_ratios_pair_each_round_plumbing_with_fake_times(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Plumbing (the launches are real, the times handed back are made up): the roofline % and a
-    layout's x over its partner are taken round by round, then their median. The host's slow
-    spells hit the rounds unevenly; the ratios of the medians, each taken from another round, would
-    say the transposed walk runs at half its partner's time, and at 150% of the roofline."""
-    fake = {0: (2.0, 2.0, 6.0), 4: (1.0, 3.0, 4.0), 5: (1.0, 4.0, 4.0)}  # tuned, copy, partner (s)
-
+def _fake_rounds(monkeypatch: pytest.MonkeyPatch, fake: dict[int, tuple[float, ...]]) -> list[tuple[timing.Span, ...]]:
+    """Plumbing: timing.interleaved launches every run once, for real, and hands back made-up round
+    medians (``fake``, by run index; 1.0 s for the rest). The list it returns gets each call's spans."""
     seen: list[tuple[timing.Span, ...]] = []
 
     def interleaved(runs, device="cpu", *, rounds, min_time_s=0.1, seed=0, spans=()):  # noqa: ANN001, ANN202
@@ -56,6 +52,16 @@ def test_ratios_pair_each_round_plumbing_with_fake_times(monkeypatch: pytest.Mon
         return [timing.Rounds(fake.get(i, (1.0, 1.0, 1.0)), fake.get(i, (1.0,))) for i in range(len(runs))]
 
     monkeypatch.setattr(timing, "interleaved", interleaved)
+    return seen
+
+
+def test_ratios_pair_each_round_plumbing_with_fake_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plumbing (the launches are real, the times handed back are made up): the roofline % and a
+    layout's x over its partner are taken round by round, then their median. The host's slow
+    spells hit the rounds unevenly; the ratios of the medians, each taken from another round, would
+    say the transposed walk runs at half its partner's time, and at 150% of the roofline."""
+    fake = {0: (2.0, 2.0, 6.0), 4: (1.0, 3.0, 4.0), 5: (1.0, 4.0, 4.0)}  # tuned, copy, partner (s)
+    seen = _fake_rounds(monkeypatch, fake)
     transposed = Case(Op.L1, torch.float32, (64 * 64,), Reduction.NONE, layout=InputLayout.TRANSPOSED)
     row = bench.bench_case(transposed, "cpu", min_time_s=0.001, rounds=3, partner=L1)
     assert row.contiguous_x_rounds == (2.0, 0.5, 1.5) and row.contiguous_x == 1.5
@@ -78,15 +84,7 @@ def test_an_mse_row_times_pytorchs_kernel_into_an_out_in_its_rounds_plumbing_wit
     into a spare out as one more run of its rounds, launch-free, and the report prints the kernel's
     speedup over it; an L1 row has no such run and prints "-"."""
     fake = {0: (2.0, 2.0, 2.0), 2: (8.0, 8.0, 8.0), 5: (3.0, 3.0, 3.0)}  # tuned, vendor, vendor into out (s)
-    seen: list[tuple[timing.Span, ...]] = []
-
-    def interleaved(runs, device="cpu", *, rounds, min_time_s=0.1, seed=0, spans=()):  # noqa: ANN001, ANN202
-        seen.append(tuple(spans))
-        for run in runs:
-            run(0)
-        return [timing.Rounds(fake.get(i, (1.0, 1.0, 1.0)), fake.get(i, (1.0,))) for i in range(len(runs))]
-
-    monkeypatch.setattr(timing, "interleaved", interleaved)
+    seen = _fake_rounds(monkeypatch, fake)
     mse = Case(Op.MSE, torch.float32, (64 * 64,), Reduction.MEAN)
     row, l1 = bench.bench_case(mse, "cpu", rounds=3), bench.bench_case(L1, "cpu", rounds=3)
     device, call = timing.Span.DEVICE, timing.Span.CALL

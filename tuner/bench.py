@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+import warnings
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
@@ -58,9 +59,9 @@ class BenchRow:
     # over all its rounds: at timing.BUSY_WAIT and up, other work wanted the host's CPUs while the
     # row was timed. None where the OS does not say, and in older reports.
     cpu_wait: float | None = None
-    # PyTorch's own kernel into the same out as ours (problems.Case.baseline_into), timed in the same
-    # rounds: vendor_s less the allocation of its result. 0 where PyTorch has no such kernel (L1,
-    # KL) and in older reports.
+    # PyTorch's own kernel into a given out (problems.Case.baseline_into), timed in the same rounds:
+    # the vendor's call without the allocation and zero-fill of its result. 0 where PyTorch has no
+    # such kernel (L1, KL), where it failed its check (_vendor_into) and in older reports.
     vendor_out_s: float = 0.0
 
 
@@ -95,6 +96,37 @@ def _checked(
     return (g, x, t, out), executors
 
 
+def _vendor_into(
+    case: Case,
+    g: torch.Tensor,
+    x: torch.Tensor,
+    t: torch.Tensor,
+    out: torch.Tensor,
+    vendor: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+) -> Callable[[int], object] | None:
+    """The run of PyTorch's own kernel into a given out (Case.baseline_into), into a spare out, not
+    ours: our kernel's checked output is never its target. None where PyTorch has none, and where it
+    fails or writes other values than its allocating call returns, once, before any timing: a row
+    then goes without the column (a warning says why) rather than the report stopping mid-run, or
+    printing a ratio over some other computation."""
+    into = case.baseline_into()
+    if into is None:
+        return None
+    spare = torch.empty_like(out)
+    try:
+        into(g, x, t, spare)
+        same = torch.equal(spare, vendor(g, x, t))
+    except (RuntimeError, NotImplementedError, TypeError) as e:
+        warnings.warn(f"{case.label()}: PyTorch's kernel into a given out failed ({e}); no x vendor out", stacklevel=3)
+        return None
+    if not same:
+        warnings.warn(
+            f"{case.label()}: PyTorch's kernel into a given out wrote other values; no x vendor out", stacklevel=3
+        )
+        return None
+    return lambda _: into(g, x, t, spare)
+
+
 def bench_case(
     case: Case,
     backend: str,
@@ -123,12 +155,9 @@ def bench_case(
     if partner is not None:
         _, (contiguous,) = _checked(partner, backend, device, default=False)
         runs.append(lambda _: launch(contiguous))
-    into = case.baseline_into()
+    into, into_at = _vendor_into(case, g, x, t, out, vendor), len(runs)
     if into is not None:
-        # Into a spare out, not ours: a wrong vendor number is all it could cost, never a wrong
-        # check of our kernel's output.
-        spare = torch.empty_like(out)
-        runs.append(lambda _: into(g, x, t, spare))
+        runs.append(into)
     # Every run is timed launch-free (the device's work alone) but the one-shot call, whose host
     # side (validation, planning, the config lookup, the launch) is what it measures.
     spans = [timing.Span.DEVICE] * len(runs)
@@ -170,7 +199,7 @@ def bench_case(
         statistics.median(layout) if layout else 0.0,
         roofline,
         wait,
-        med[-1] if into is not None else 0.0,
+        med[into_at] if into is not None else 0.0,
     )
 
 

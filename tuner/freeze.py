@@ -121,7 +121,10 @@ def _best_common(entries: list[dict[str, object]]) -> dict[str, dict[str, object
         key = max(counts, key=score)
         if counts[key] < COMMON_MIN_WINS:
             continue
-        example = next(e for e in wins if _config_key(e["config"]) == key)
+        # Of the entries that won with it, one spelled with every knob if there is one: frozen by
+        # this tree's tuner, its hashes are the ones current code is checked against.
+        matching = [e for e in wins if _config_key(e["config"]) == key]
+        example = next((e for e in matching if json.dumps(e["config"], sort_keys=True) == key), matching[0])
         common[op] = {k: example.get(k) for k in ("op", "log_target", "config", "kernel_hash", "space_hash")}
     return common
 

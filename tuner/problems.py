@@ -164,10 +164,11 @@ class Case:
     def baseline_into(self) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None:
         """PyTorch's own backward kernel written into a given out, where PyTorch ships one with an
         out= form: mse's (aten mse_loss_backward.grad_input). The baseline allocates its result
-        every call, and at 2^24 float32 that allocation cost its call 3-4x the kernel's time in page
-        faults (results/performance.md, section 87); this is the yardstick without it, the way our
-        kernel is timed. None for L1 and KL, whose PyTorch backward is a chain of eager ops, each
-        allocating its own temporary: no one kernel to hand an out."""
+        every call and zero-fills it before this kernel writes it; at 2^24-2^26 float32 that call
+        took 3.5-4.6x the time of this one on the Zen 5's 4 KiB pages (results/performance.md,
+        section 87). This is the yardstick without them, the way our kernel is timed. None for L1
+        and KL, whose PyTorch backward is a chain of eager ops, each allocating its own temporary:
+        no one kernel to hand an out."""
         if self.op is not Op.MSE:
             return None
         red = int(self.reduction)

@@ -97,6 +97,37 @@ def test_an_mse_row_times_pytorchs_kernel_into_an_out_in_its_rounds_plumbing_wit
     assert l1_line[at:].split()[0] == "-"
 
 
+def test_a_layout_rows_vendor_out_run_comes_after_its_partner_plumbing_with_fake_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Plumbing (launches real, times made up): with a partner timed beside it, the mse row's
+    vendor-into-out run is the last of seven and its median is read from there, not the partner's."""
+    fake = {5: (4.0, 4.0, 4.0), 6: (3.0, 3.0, 3.0)}  # partner, vendor into out (s)
+    seen = _fake_rounds(monkeypatch, fake)
+    mse = Case(Op.MSE, torch.float32, (64 * 64,), Reduction.NONE)
+    row = bench.bench_case(dataclasses.replace(mse, layout=InputLayout.TRANSPOSED), "cpu", rounds=3, partner=mse)
+    assert len(seen[0]) == 7 and (row.contiguous_s, row.vendor_out_s) == (4.0, 3.0)
+
+
+@pytest.mark.parametrize("wrong", ["raises", "other values"])
+def test_a_vendor_into_out_that_fails_its_check_leaves_the_column_out_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, wrong: str
+) -> None:
+    """Checked once before any timing: a kernel into out that raises, or writes other values than
+    the allocating call returns, costs the row its column (a warning says so), not the report."""
+
+    def bad(g: torch.Tensor, x: torch.Tensor, t: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        if wrong == "raises":
+            raise NotImplementedError("no out= overload on this backend")
+        return out.fill_(1.0)
+
+    monkeypatch.setattr(Case, "baseline_into", lambda self: bad)
+    mse = Case(Op.MSE, torch.float32, (64 * 64,), Reduction.NONE)
+    with pytest.warns(UserWarning, match="PyTorch's kernel into a given out"):
+        row = bench.bench_case(mse, "cpu", min_time_s=0.001, rounds=1)
+    assert row.vendor_out_s == 0.0 and row.vendor_s > 0
+
+
 def test_a_report_row_records_its_cpu_wait_and_the_report_names_the_rows_timed_beside_other_work() -> None:
     row = bench.bench_case(L1, "cpu", min_time_s=0.001, rounds=1)
     if timing.sched_times() is not None:  # Linux: read over the row's own rounds

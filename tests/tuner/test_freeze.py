@@ -397,9 +397,11 @@ def test_a_config_frozen_before_a_knob_existed_counts_as_the_same_config_after()
         "kernel_hash": "k",
         "space_hash": "s",
     }
-    new = old | {"config": streamed | {"defer_out": False, "transpose_in": False, "transpose_row": 0}}
+    spelled = streamed | {"defer_out": False, "transpose_in": False, "transpose_row": 0}
+    new = old | {"config": tiling.Tiling.from_dict(spelled).to_dict(), "kernel_hash": "k2"}
     common = _best_common([old, new])
     assert tiling.Tiling.from_dict(common["mse"]["config"]) == tiling.Tiling.from_dict(streamed)
+    assert common["mse"]["kernel_hash"] == "k2"  # the entry this tree's tuner wrote, whose hashes are current
     other = old | {"config": streamed | {"prefetch": 1}}  # a knob at another value is another config
     assert _best_common([old, other]) == {}
 

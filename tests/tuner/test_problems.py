@@ -36,7 +36,8 @@ def test_filled_inputs_are_seeded_in_the_order_gradient_input_target() -> None:
 
 @pytest.mark.parametrize("layout", [InputLayout.CONTIGUOUS, InputLayout.BROADCAST, InputLayout.TRANSPOSED])
 @pytest.mark.parametrize("reduction", [Reduction.NONE, Reduction.MEAN, Reduction.SUM])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.filterwarnings("error")  # a resized out warns: it must not happen
 def test_mses_baseline_into_out_writes_the_baselines_values_into_that_out(
     layout: InputLayout, reduction: Reduction, dtype: torch.dtype
 ) -> None:

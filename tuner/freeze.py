@@ -112,10 +112,11 @@ def _best_common(entries: list[dict[str, object]]) -> dict[str, dict[str, object
             by_op[frozen.common_name(str(e["op"]), e.get("log_target"), e.get("layout"))].append(e)
     common = {}
     for op, wins in by_op.items():
-        counts = collections.Counter(_config_key(e["config"]) for e in wins)
+        keyed = [(_config_key(e["config"]), e) for e in wins]  # each config parsed once
+        counts = collections.Counter(k for k, _ in keyed)
 
-        def score(key: str, wins: list[dict[str, object]] = wins, counts: collections.Counter = counts) -> tuple:
-            sp = [float(e["speedup_vs_default"]) for e in wins if _config_key(e["config"]) == key]
+        def score(key: str, keyed: list = keyed, counts: collections.Counter = counts) -> tuple:
+            sp = [float(e["speedup_vs_default"]) for k, e in keyed if k == key]
             return counts[key], sum(sp) / len(sp)
 
         key = max(counts, key=score)
@@ -123,7 +124,7 @@ def _best_common(entries: list[dict[str, object]]) -> dict[str, dict[str, object
             continue
         # Of the entries that won with it, one spelled with every knob if there is one: frozen by
         # this tree's tuner, its hashes are the ones current code is checked against.
-        matching = [e for e in wins if _config_key(e["config"]) == key]
+        matching = [e for k, e in keyed if k == key]
         example = next((e for e in matching if json.dumps(e["config"], sort_keys=True) == key), matching[0])
         common[op] = {k: example.get(k) for k in ("op", "log_target", "config", "kernel_hash", "space_hash")}
     return common

@@ -40,8 +40,9 @@ class Formula:
     # The formula for a float16/bfloat16 output of an elementwise walk, where a cheaper one is
     # accurate enough: its float32 result is rounded once into 11 or 8 bits, so it need not carry
     # float32's 24 (KL log_target's exp: degree 3 for degree 7). None: ``value`` for every dtype.
-    # Broadcast sums never take it: their terms add up in float32 first, and a sum that cancels
-    # keeps its terms' relative error.
+    # Broadcast sums take it only where the gradient is one value: their terms add up in float32
+    # first, and a sum that cancels keeps its terms' relative error; with one gradient KL
+    # log_target's terms share its sign (backends.cpu.CpuBackend._loop_set).
     narrow_value: Callable[..., float] | None = None
     # narrow_value's twin for float16 outputs whose gradient is float16 too, where the bounds of
     # those values let a step cost less on hosts without it in one instruction (KL log_target's

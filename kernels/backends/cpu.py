@@ -230,7 +230,8 @@ class CpuBackend:
         outputs of the elementwise walks); ``half`` (with ``narrow``): those of its half_value where
         it has one and these loops scale by 2^k in more than one instruction (a float16 output of
         a float16 gradient); ``summed``: those of its sum_value where it has one (the reduce
-        walks). All are built on first use: numba compiles lazily."""
+        walks), or with ``narrow`` those of its narrow_value (a 16-bit output of a sum whose terms
+        share one sign: _loop_set). All are built on first use: numba compiles lazily."""
         sets = self._kernels.get(formula.name)
         if sets is None:
             loops = self._loops
@@ -269,18 +270,24 @@ class CpuBackend:
             half_set = narrow_set if half_value is None else make(half_value)
             sets = self._kernels[formula.name] = (wide, narrow_set, summed_set, half_set)
         if summed:
-            return sets[2]
+            return sets[1] if narrow else sets[2]
         return sets[3] if narrow and half else sets[narrow]
 
     def _loop_set(self, ex: Executor) -> tuple[cpu_loops.CpuKernels, int]:
         """The loops ``ex`` launches from, and which build of each: 1 parallel, 0 serial."""
         # A 16-bit output of an elementwise walk is one rounding of one value: the narrow formula
-        # suffices. Not for a broadcast sum: its float32 terms add up before that rounding, and a
-        # sum that cancels keeps their relative error (SEMANTICS: relative 1e-5 of the magnitudes),
-        # so its terms take the sum formula, accurate to about 1e-6, whatever the out dtype.
+        # suffices. A broadcast sum's float32 terms add up before that rounding, and a sum that
+        # cancels keeps their relative error (SEMANTICS: relative 1e-5 of the magnitudes), so its
+        # terms take the sum formula, accurate to about 1e-6. Where the gradient is one value (0-d,
+        # as mean and sum send it), KL log_target's terms -exp(t) * g * cof (cof > 0) all have its
+        # sign (or are the formula's NaN or 0), so nothing cancels: the sum keeps its terms'
+        # relative error, and the narrow exp's 1.04e-4 puts a 16-bit output under 0.72 ulp from the
+        # exact sum (a float16 ulp is over 2^-11 of the value, so 1.04e-4 of it is under 0.22 ulp,
+        # then the rounding's half; bfloat16 0.53). The choice reads the dtypes and the gradient's
+        # size, never the config: a problem's bits stay the same on every config.
         summed = ex.config.variant is Variant.REDUCE
-        narrow = ex.out.dtype is not torch.float32 and not summed
-        half = ex.out.dtype is torch.float16 and ex.grad.dtype is torch.float16
+        narrow = ex.out.dtype is not torch.float32 and (not summed or ex.grad.numel() == 1)
+        half = ex.out.dtype is torch.float16 and ex.grad.dtype is torch.float16 and not summed
         return self.kernels(ex.formula, narrow, summed=summed, half=half), int(ex.config.cores > 1)
 
     def launcher(self, ex: Executor) -> Launcher | None:

@@ -5,9 +5,11 @@ degree-5 exp of a broadcast sum's terms; and the degree-7 one it keeps everywher
 The narrow exp is held to the 16-bit bar on every float16 and bfloat16 target there is (65536 bit
 patterns each, NaN and inf and subnormals included), through the library on the CPU backend, in
 each elementwise variant; its float16-gradient twin (Formula.half_value) gives its bits. Broadcast
-sums must not take it: a sum that cancels would show the short polynomial's 1e-4 relative error
-against SEMANTICS' 1e-5 bar. Their sum exp is held to that bar over the exp's whole finite range,
-where its one-fma reduction is least exact.
+sums must not take it where their terms may cancel (a gradient of many values): the sum would show
+the short polynomial's 1e-4 relative error against SEMANTICS' 1e-5 bar. Their sum exp is held to
+that bar over the exp's whole finite range, where its one-fma reduction is least exact. Sums of a
+one-value gradient into 16-bit outputs, whose terms all share one sign, take the narrow exp, held
+to the 16-bit bar on every target again.
 """
 
 from __future__ import annotations
@@ -63,7 +65,9 @@ def test_broadcast_sum_terms_within_the_bar_over_the_exp_range(
     its terms' own relative error: from t = -80 to 80 with g = 1 (normal terms: a subnormal one
     carries fewer bits in any formula), and up to t = 150 (k = 216, where
     the one-fma reduction is off by 4e-7) with g the smallest normal float32, so that the product
-    stays finite. Both within 1e-5 of the summed magnitudes; the narrow exp's 1e-4 would not be."""
+    stays finite. Both within 1e-5 of the summed magnitudes (float32; the narrow exp's 1e-4 would
+    not be), or within 1 ulp of the 16-bit output (bfloat16, whose 0-d gradient takes the narrow
+    exp: the test below)."""
     rows, cols = 64, 1024
     t = torch.linspace(low, high, rows * cols, dtype=torch.float64).reshape(cols, rows).t().contiguous()
     g = torch.tensor(grad, dtype=torch.float64)
@@ -119,6 +123,27 @@ def test_broadcast_sum_never_takes_the_narrow_exp_where_terms_cancel(dtype: torc
     assert_within(out, ref, 1.0, rel_to=scale, rel=1e-5)
 
 
+@pytest.mark.parametrize("dtype", SIXTEEN, ids=str)
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_one_value_gradient_sums_take_the_narrow_exp_within_one_ulp_on_every_16_bit_target(
+    dtype: torch.dtype, reduction: str
+) -> None:
+    """Every 16-bit target once, summed 64 at a time (64 neighbouring bit patterns an output, so
+    most outputs are finite), with a 0-d gradient, through the reduce walk's lanes: within 1 ulp
+    of the float64 reference. (test_reduce checks that those sums' bits are the narrow terms'.)"""
+    every = _every_value(dtype)
+    t = every.reshape(1024, 64).t().contiguous()  # output j sums patterns 64 j .. 64 j + 63
+    x = torch.zeros(1, 1024, dtype=dtype)
+    for g in (torch.tensor(-1.0, dtype=dtype), torch.tensor(0.75, dtype=dtype)):
+        out = kernels.kl_div_backward(g, x, t, reduction, True, backend="cpu")
+        ref = kl_div.reference(g, x, t, reduction, True)
+        assert_within(out, ref, 1.0)
+        finite = torch.isfinite(ref).sum()
+        assert finite > 300, f"{finite} finite outputs"  # the test reads the exp over most of them
+    backend = cpu.BACKEND
+    assert backend.kernels(kl_div.FORMULA_LOG, True, summed=True) is backend.kernels(kl_div.FORMULA_LOG, True)
+
+
 def _float16_grads(shape: tuple[int, ...]) -> torch.Tensor:
     """float16 gradients over the whole range, as ldexp_half's bound reads it: every binade from the
     smallest subnormal to 65504, both signs, and 0, inf, NaN."""
@@ -159,6 +184,8 @@ def test_only_formulas_with_a_narrow_or_sum_value_get_their_own_kernels_plumbing
     summed = backend.kernels(kl_div.FORMULA_LOG, summed=True)
     half = backend.kernels(kl_div.FORMULA_LOG, True, half=True)
     assert len({id(wide), id(narrow), id(summed)}) == 3
+    # A 16-bit out of a one-value gradient's sum: the narrow loops, never the half ones.
+    assert backend.kernels(kl_div.FORMULA_LOG, True, summed=True, half=True) is narrow
     # The half loops are their own only where ldexp takes more than one instruction (no AVX-512F).
     assert (half is narrow) is not cpu_loops.HALF_SCALE
     assert backend.kernels(kl_div.FORMULA_LOG, False, half=True) is wide  # half applies to narrow outs

@@ -18,14 +18,18 @@ if not backends.probe("cpu")[0]:  # pragma: no cover - numba is a dependency
 
 
 def _terms(g: torch.Tensor, x: torch.Tensor, t: torch.Tensor, reduction: str, log: bool) -> np.ndarray:
-    """Each term of the sums at shape B, in float32: the sum formula's (Formula.sum_value, else
-    value) flat loop over B, with the op's cof, into a float32 array (its value, unrounded)."""
+    """Each term of the sums at shape B, in float32: the flat loop over B of the formula the walks
+    take (Formula.sum_value, else value; narrow_value for a 16-bit out of a one-value gradient),
+    with the op's cof, into a float32 array (its value, unrounded)."""
     space = torch.broadcast_shapes(x.shape, t.shape)
     formula = kl_div.FORMULA_LOG if log else kl_div.FORMULA
     gb, tb = (v.expand(space).contiguous() for v in (g, t))
     out = torch.zeros(space, dtype=torch.float32)
     cof = kl_div.cof(Reduction.parse(reduction, allow_batchmean=True), tuple(space))
-    flat = cpu.BACKEND.kernels(formula, summed=True).flat[0]
+    narrow = x.dtype != torch.float32 and g.numel() == 1
+    # Named apart from the backend's own pick (_loop_set), so that this test checks it.
+    loops = cpu.BACKEND.kernels(formula, True) if narrow else cpu.BACKEND.kernels(formula, summed=True)
+    flat = loops.flat[0]
     ptrs, tags = (gb.data_ptr(), tb.data_ptr(), tb.data_ptr(), out.data_ptr()), (gb, tb, tb, out)
     flat(*ptrs, *(cpu.TAGS[v.dtype] for v in tags), out.numel(), cof, 4096, 0, 1, False)
     return out.numpy()

@@ -65,6 +65,9 @@ class Formula:
     # to float32's 4 ulp, so its terms need about 1e-6, not 24 bits (KL log_target's exp: degree 5
     # for degree 7). None: ``value``.
     sum_value: Callable[..., float] | None = None
+    # sum_value's checked twin, as checked_value is value's: the reduce walk's unit-stride lanes sum
+    # a block of terms by it, and again by sum_value where any flag was set. None: no twin.
+    sum_checked_value: Callable[..., tuple[float, bool]] | None = None
 
 
 def reduction_kind(reduction: Reduction) -> str:

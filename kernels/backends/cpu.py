@@ -264,7 +264,7 @@ class CpuBackend:
             narrow_set = (
                 wide if formula.narrow_value is None else make(formula.narrow_value, formula.narrow_checked_value)
             )
-            summed_set = wide if formula.sum_value is None else make(formula.sum_value)
+            summed_set = wide if formula.sum_value is None else make(formula.sum_value, formula.sum_checked_value)
             # An older revision of the loops (tuner.restamp) has no ldexp_half: its narrow loops.
             half_value = formula.half_value if getattr(self._loops, "HALF_SCALE", False) else None
             half_set = narrow_set if half_value is None else make(half_value)

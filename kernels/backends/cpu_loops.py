@@ -501,6 +501,18 @@ def _bad_of(t, bad):  # pragma: no cover - replaced by the overload below inside
     raise NotImplementedError
 
 
+def _sixteen(a):  # pragma: no cover - replaced by the overload below inside numba
+    raise NotImplementedError
+
+
+@overload(_sixteen)
+def _sixteen_impl(a):
+    """Whether ``a`` holds a 16-bit float (its int16/uint16 view): a constant of its type, which
+    LLVM folds, where ``a.itemsize`` is read from the array at run time."""
+    sixteen = a.dtype in (types.int16, types.uint16)
+    return lambda a: sixteen
+
+
 @overload(_bad_of)
 def _bad_of_impl(t, bad):
     """An element's own flag where the raw patterns cannot stand for it (a float32 t); False for a
@@ -1998,10 +2010,68 @@ def make_cpu_kernels(
         xi = ti if x_is_t else (sxv[i] if rsx == 0 else _load(xb, at + i))
         return value(gi, xi, ti, cof)
 
+    # The reduce walk's unit-stride lanes (a run of the innermost kept dim, KL's summed layout):
+    # a block's sums by ``pick``, the twin (checked) or the flagless formula. With the twin, a
+    # flagged block is summed again by the formula, from zero, as the contiguous loops redo a tile
+    # (same skip after it): its terms are then the formula's bits, as every unflagged term is
+    # already, so each output's sum is the formula's, whatever the config. The clamps and the zero
+    # the twin leaves out are three of a term's vector operations where the exp's arithmetic bounds
+    # the walk (results/performance.md, section 88).
+    def lane_sums(pick: Callable[..., tuple[float, bool]], scalar_g: bool) -> Callable[..., bool]:
+        @njit(inline="always")
+        def sums(g, x, t, acc, comp, um, base, steps, nouter, rshape, rstrides, nr, uwhole, urun, cof):
+            """The sums of ``um`` lanes from ``base`` offsets (g, x, t) into acc and comp (from
+            zero), ``steps`` their strides along the innermost summed dim; True where any term's
+            flag was set."""
+            bg, bx, bt = base
+            rg, rx, rt = steps
+            for i in range(um):
+                acc[i] = np.float32(0.0)
+                comp[i] = np.float32(0.0)
+            uterms = np.uint64(REDUCE_TERMS)
+            miss = False
+            for ro in range(nouter):
+                og, ox, ot = _summed_at(ro, bg, bx, bt, rshape, rstrides, nr - 1)
+                # A group's terms per pass over the lanes, each lane's sum and compensation in
+                # registers across them: one load and one store of each per group, where a pass
+                # per term loaded and stored both for every term (results/performance.md, section 55).
+                for p in range(np.uint64(0), uwhole, uterms):
+                    g0, x0, t0 = og + p * rg, ox + p * rx, ot + p * rt
+                    g1, x1, t1 = g0 + rg, x0 + rx, t0 + rt
+                    g2, x2, t2 = g1 + rg, x1 + rx, t1 + rt
+                    g3, x3, t3 = g2 + rg, x2 + rx, t2 + rt
+                    sg0, sg1, sg2, sg3 = _load(g, g0), _load(g, g1), _load(g, g2), _load(g, g3)
+                    for i in range(um):
+                        gi = sg0 if scalar_g else _load(g, g0 + i)
+                        v, b0 = pick(gi, _load(x, x0 + i), _load(t, t0 + i), cof)
+                        gi = sg1 if scalar_g else _load(g, g1 + i)
+                        w, b1 = pick(gi, _load(x, x1 + i), _load(t, t1 + i), cof)
+                        v += w
+                        gi = sg2 if scalar_g else _load(g, g2 + i)
+                        w, b2 = pick(gi, _load(x, x2 + i), _load(t, t2 + i), cof)
+                        v += w
+                        gi = sg3 if scalar_g else _load(g, g3 + i)
+                        w, b3 = pick(gi, _load(x, x3 + i), _load(t, t3 + i), cof)
+                        v += w
+                        miss |= b0 | b1 | b2 | b3
+                        acc[i], comp[i] = _kahan(acc[i], comp[i], v)
+                for p in range(uwhole, urun):
+                    ug, ux, ut = og + p * rg, ox + p * rx, ot + p * rt
+                    sg0 = _load(g, ug)
+                    for i in range(um):
+                        gi = sg0 if scalar_g else _load(g, ug + i)
+                        v, b0 = pick(gi, _load(x, ux + i), _load(t, ut + i), cof)
+                        miss |= b0
+                        acc[i], comp[i] = _kahan(acc[i], comp[i], v)
+            return miss
+
+        return sums
+
     def reduce_walk(kind: StridedRun) -> Callable[..., None]:
         """The reduce walk for lanes of one kind (reduce_run), a compile-time constant as in
         strided_walk: each build holds one of the three lane loops."""
         scalar_g, unit_run = kind is StridedRun.SCALAR_G, kind is not StridedRun.ANY
+        twin_sums, formula_sums = lane_sums(twin_value, scalar_g), lane_sums(flagless, scalar_g)
         block = _TRANSPOSES[REDUCE_ROW].block
         row_bytes = _row_bytes(REDUCE_ROW)
 
@@ -2049,6 +2119,11 @@ def make_cpu_kernels(
             )
             ulanes = np.uint64(REDUCE_BLOCK_LANES)
             nbuf = side * ulanes if blocked else np.uint64(0)
+            # The twin's lanes but for a float32 gradient of many values (a constant of the build's
+            # types, so LLVM drops the other branch): there the loop reads two float32 streams a
+            # term, and with the twin's flag it spilled and took 1.09x the formula's time, where the
+            # 16-bit gradients and the 0-d one took 0.77-0.86x (section 88).
+            twin_lanes = scalar_g or _sixteen(g)
             nouter = nred // run
             nchunks = (np.uint64(run) + side - np.uint64(1)) // side
             last_p0 = np.uint64(run) - side  # used only where run >= side (blocked)
@@ -2056,6 +2131,7 @@ def make_cpu_kernels(
             urun, uterms = np.uint64(run), np.uint64(REDUCE_TERMS)
             uwhole = urun // uterms * uterms
             rg, rx, rt = np.uint64(rsg), np.uint64(rsx), np.uint64(rst)
+            steps = (rg, rx, rt)
             chunk = (n_out + nblocks - 1) // nblocks
             for b in prange(nblocks):
                 _wide_vectors()  # the sums are bound by arithmetic, not memory, in every formula
@@ -2068,6 +2144,7 @@ def make_cpu_kernels(
                 gb, xb, tb = np.empty(nbuf, tg.dtype), np.empty(nbuf, tx.dtype), np.empty(nbuf, tt.dtype)
                 pos = b * chunk
                 end = min(n_out, pos + chunk)
+                skip = 0  # blocks of unit-stride lanes left that take the formula alone
                 while pos < end:
                     first, bg, bx, bt, bo = _kept_at(pos, kshape, kstrides)
                     m = min(kshape[last] - first, end - pos, tile)
@@ -2161,40 +2238,24 @@ def make_cpu_kernels(
                         pos += m
                         continue
                     um = np.uint64(m)
-                    for i in range(um):
-                        acc[i] = np.float32(0.0)
-                        comp[i] = np.float32(0.0)
-                    for ro in range(nouter):
-                        og, ox, ot = _summed_at(ro, bg, bx, bt, rshape, rstrides, nr - 1)
-                        if unit_run:
-                            # A group's terms per pass over the lanes, each lane's sum and
-                            # compensation in registers across them: one load and one store of
-                            # each per group, where a pass per term loaded and stored both for
-                            # every term (results/performance.md, section 55).
-                            for p in range(np.uint64(0), uwhole, uterms):
-                                g0, x0, t0 = og + p * rg, ox + p * rx, ot + p * rt
-                                g1, x1, t1 = g0 + rg, x0 + rx, t0 + rt
-                                g2, x2, t2 = g1 + rg, x1 + rx, t1 + rt
-                                g3, x3, t3 = g2 + rg, x2 + rx, t2 + rt
-                                sg0, sg1, sg2, sg3 = _load(g, g0), _load(g, g1), _load(g, g2), _load(g, g3)
-                                for i in range(um):
-                                    gi = sg0 if scalar_g else _load(g, g0 + i)
-                                    v = value(gi, _load(x, x0 + i), _load(t, t0 + i), cof)
-                                    gi = sg1 if scalar_g else _load(g, g1 + i)
-                                    v += value(gi, _load(x, x1 + i), _load(t, t1 + i), cof)
-                                    gi = sg2 if scalar_g else _load(g, g2 + i)
-                                    v += value(gi, _load(x, x2 + i), _load(t, t2 + i), cof)
-                                    gi = sg3 if scalar_g else _load(g, g3 + i)
-                                    v += value(gi, _load(x, x3 + i), _load(t, t3 + i), cof)
-                                    acc[i], comp[i] = _kahan(acc[i], comp[i], v)
-                            for p in range(uwhole, urun):
-                                ug, ux, ut = og + p * rg, ox + p * rx, ot + p * rt
-                                sg0 = _load(g, ug)
-                                for i in range(um):
-                                    gi = sg0 if scalar_g else _load(g, ug + i)
-                                    v = value(gi, _load(x, ux + i), _load(t, ut + i), cof)
-                                    acc[i], comp[i] = _kahan(acc[i], comp[i], v)
-                        else:
+                    if unit_run:
+                        base = (bg, bx, bt)
+                        flagged = False
+                        if twin_lanes and skip == 0:
+                            flagged = twin_sums(
+                                g, x, t, acc, comp, um, base, steps, nouter, rshape, rstrides, nr, uwhole, urun, cof
+                            )
+                        if not twin_lanes or skip > 0 or flagged:
+                            formula_sums(
+                                g, x, t, acc, comp, um, base, steps, nouter, rshape, rstrides, nr, uwhole, urun, cof
+                            )
+                        skip = _SKIP_TILES if flagged else max(skip - 1, 0)
+                    else:
+                        for i in range(um):
+                            acc[i] = np.float32(0.0)
+                            comp[i] = np.float32(0.0)
+                        for ro in range(nouter):
+                            og, ox, ot = _summed_at(ro, bg, bx, bt, rshape, rstrides, nr - 1)
                             # Strided lanes: their values staged in float32 first, then summed as
                             # one vector loop. Loaded inside the sum, float16 lanes took 1.2-7x the
                             # time of float32 ones (LLVM converted each strided half on its own).

@@ -182,8 +182,10 @@ _value_log_half = _log_value(_SHORT, True, ldexp_half)
 # operations of the three powers become 3, and the flag's compare and OR 3 more (_log_twin).
 _value_log_checked = _log_twin(_TAYLOR, False)
 _value_log_narrow_checked = _log_twin(_SHORT, True)
-# Formula.sum_value: the terms of broadcast sums, every out dtype.
+# Formula.sum_value: the terms of broadcast sums (but 16-bit outs of a one-value gradient, whose
+# terms share one sign: the narrow formula), and its checked twin.
 _value_log_sum = _log_value(_SUM_HALVED, True)
+_value_log_sum_checked = _log_twin(_SUM_HALVED, True)
 
 
 FORMULA = Formula("kl_div", _value, reads_input=False, triton_op=2, live_buffers=3)
@@ -201,6 +203,7 @@ FORMULA_LOG = Formula(
     narrow_checked_value=_value_log_narrow_checked,
     checked_range=_twin_range,
     sum_value=_value_log_sum,
+    sum_checked_value=_value_log_sum_checked,
 )
 
 

@@ -365,6 +365,54 @@ def test_every_sixteen_bit_target_through_the_walks_raw_runs(
         assert torch.equal(as_bits(a), as_bits(b)), i
 
 
+@pytest.fixture(scope="module")
+def sum_builds() -> dict[str, cpu_loops.CpuKernels]:
+    """The sum formula's loops without its twin (each block of the reduce walk's lanes summed by the
+    formula, "plain") and with it ("checked")."""
+    return {"plain": _build(LOG.sum_value, None, True), "checked": _build(LOG.sum_value, LOG.sum_checked_value, True)}
+
+
+# Where the twin flags: a log-target of -inf (a zero probability), t past the exp's range, NaN.
+FLAGGED = {(5, 300): -math.inf, (2, 1000): 200.0, (9, 2500): math.nan, (0, 2999): -200.0}
+
+
+# float16 stands for bfloat16 (the same loops, other conversions): each dtype compiles four walks.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_reduce_walk_lanes_through_the_twin_store_the_formulas_bits(
+    builds, sum_builds, monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype
+) -> None:
+    """KL log_target's summed layout (input one row of 3000 against target's 16 rows) through the
+    reduce walk's unit-stride lanes, 256 lanes a block on two cores: summed by the twin, a
+    flagged block again by the formula and the next _SKIP_TILES blocks by the formula alone, the
+    same bits as the formula's sums. Each core's first blocks hold no flagged target (the twin's
+    sums kept), later ones do (FLAGGED). Full and 0-d gradients (sum and mean); a 16-bit out of the
+    0-d one takes the narrow formula's loops, the rest the sum formula's. With the redo dropped,
+    this test fails."""
+    gen = torch.Generator().manual_seed(21)
+    rows, cols = 16, 3000
+    t = torch.randn(rows, cols, generator=gen, dtype=torch.float64) * 3.0
+    for at, v in FLAGGED.items():
+        t[at] = v
+    t = t.to(dtype)
+    x = torch.zeros(1, cols, dtype=dtype)
+    grads = [
+        (torch.randn(rows, cols, generator=gen).to(dtype), "none"),
+        (torch.tensor(-1.5, dtype=dtype), "sum"),
+        (torch.tensor(0.75, dtype=dtype), "mean"),
+    ]
+
+    def outs(build: str) -> list[torch.Tensor]:
+        narrow = builds["narrow"]["plain" if build == "plain" else "apart checked"]
+        summed = sum_builds[build]
+        monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (builds["wide"]["plain"], narrow, summed, narrow))
+        config = Tiling(tile=256, cores=min(2, cpu_loops.max_threads()), variant=Variant.REDUCE)
+        return [kernels.kl_div_backward(g, x, t, red, True, config=config) for g, red in grads]
+
+    want, got = outs("plain"), outs("checked")
+    for i, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert torch.equal(as_bits(a), as_bits(b)), i
+
+
 def test_a_transposed_tile_of_one_strided_row_stays_inline(builds, monkeypatch: pytest.MonkeyPatch) -> None:
     """The transposed walk's pass (a) goes apart only where its tile is one run at unit strides: a
     tile of one row (out's 65 columns are the walk's rows, 64 a float32 tile: the last tile's)
@@ -395,8 +443,8 @@ def test_a_transposed_tile_of_one_strided_row_stays_inline(builds, monkeypatch: 
 def test_the_backend_takes_the_twins_where_ldexp_is_three_powers_or_the_cpu_is_listed_plumbing() -> None:
     """Which loops the backend builds (plumbing; the tests above check the values): the twins'
     contiguous loops where cpu_loops.CHECKED_SCALE (no vscalefps, or a CPU of _CHECKED_CPUS; with
-    vscalefps only the 16-bit outputs' loops), the formula's own elsewhere, and never for the walks
-    that have no twin (the sums, the float16-gradient half formula)."""
+    vscalefps only the 16-bit outputs' loops) and the sums' loops, the formula's own elsewhere, and
+    never for the float16-gradient half formula, which has no twin."""
     if os.environ.get("LOSSTUNE_CPU_CHECKED") is None:
         listed = cpu_loops.target_cpu() in cpu_loops._CHECKED_CPUS
         assert cpu_loops.CHECKED_SCALE is (not cpu_loops.HAS_SCALEF or listed)
@@ -423,7 +471,8 @@ def test_the_backend_takes_the_twins_where_ldexp_is_three_powers_or_the_cpu_is_l
     wide_inline = on and cpu_loops.HAS_SCALEF  # the Zen 5: float32 outs keep the formula's own loops
     assert twins[LOG.value] is (LOG.checked_value if on and not wide_inline else None)
     assert twins[LOG.narrow_value] is (LOG.narrow_checked_value if on else None)
-    assert twins.get(LOG.sum_value) is None and twins.get(LOG.half_value) is None
+    assert twins[LOG.sum_value] is (LOG.sum_checked_value if on else None)
+    assert twins.get(LOG.half_value) is None
     # The twin's range goes with the twin, where the loops flag from the raw patterns (RAW_FLAG).
     for value, twin in twins.items():
         assert ranges[value] is (LOG.checked_range if twin is not None and cpu_loops.RAW_FLAG else None)

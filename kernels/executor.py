@@ -49,8 +49,9 @@ class Formula:
     # scale by 2^k: one power of two for three, kernels/scalar.ldexp_half). The same bits as
     # narrow_value on every input. None: narrow_value.
     half_value: Callable[..., float] | None = None
-    # value's and narrow_value's cheap twins for the contiguous loops of hosts where a step of theirs
-    # costs several instructions: each returns (its value, a flag) and equals its formula bit for
+    # value's and narrow_value's cheap twins for the loops of hosts where a step of theirs costs
+    # several instructions (the contiguous loops and the walks' runs apart, and the reduce walk's
+    # unit-stride lanes): each returns (its value, a flag) and equals its formula bit for
     # bit where the flag is False; the loop redoes a tile with the formula where any flag is True
     # (KL log_target's scale by 2^k: one power of two where k allows, kernels/scalar.ldexp_checked).
     # None: no twin.

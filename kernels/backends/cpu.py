@@ -283,10 +283,15 @@ class CpuBackend:
         # sign (or are the formula's NaN or 0), so nothing cancels: the sum keeps its terms'
         # relative error, and the narrow exp's 1.04e-4 puts a 16-bit output under 0.72 ulp from the
         # exact sum (a float16 ulp is over 2^-11 of the value, so 1.04e-4 of it is under 0.22 ulp,
-        # then the rounding's half; bfloat16 0.53). The choice reads the dtypes and the gradient's
-        # size, never the config: a problem's bits stay the same on every config.
+        # then the rounding's half; bfloat16 0.53). It holds where the formula's terms cannot take
+        # two signs for one gradient, as exp(t)'s cannot (Formula.log_target; a plain target's -t
+        # can), and inherits the formula's own limits (|g| >= 2^-123, float32 subnormal terms
+        # exact to 2^-150 only). The choice reads the formula, the dtypes and the gradient's size,
+        # never the config: a problem's bits stay the same on every config. (tuner.restamp builds
+        # an older revision's loops through this pick too; no table holds a reduce entry.)
         summed = ex.config.variant is Variant.REDUCE
-        narrow = ex.out.dtype is not torch.float32 and (not summed or ex.grad.numel() == 1)
+        one_sign = ex.formula.log_target and ex.grad.numel() == 1
+        narrow = ex.out.dtype is not torch.float32 and (not summed or one_sign)
         half = ex.out.dtype is torch.float16 and ex.grad.dtype is torch.float16 and not summed
         return self.kernels(ex.formula, narrow, summed=summed, half=half), int(ex.config.cores > 1)
 

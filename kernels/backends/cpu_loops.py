@@ -1370,7 +1370,8 @@ def make_cpu_kernels(
 ) -> CpuKernels:
     """Build the loops around ``value_py(g, x, t, cof)``; numba compiles each lazily per dtype set.
     ``compute_bound`` (Formula.compute_bound): every loop prefers 512-bit vectors. ``checked_py``
-    (Formula.checked_value): value_py's cheap twin with a flag, for the contiguous loops.
+    (Formula.checked_value): value_py's cheap twin with a flag, for the contiguous loops apart,
+    the walks' runs apart and the reduce walk's unit-stride lanes (whatever ``apart``).
     ``apart``: the contiguous loops call a function of their own per tile (TILES_APART), and so do
     the strided and transposed walks' long unit-stride runs; None: where the formula is
     compute-bound and the host is one of TILES_APART's. ``checked_range`` (Formula.checked_range):
@@ -1434,9 +1435,10 @@ def make_cpu_kernels(
     # probability, scattered through them) would pay twin and formula on each, 1.8-2.5x the
     # formula's own loop (measured, 2^20 float32, 0.1% of -inf); so after a flagged tile the next
     # _SKIP_TILES of the block take the formula alone: at worst (1.7 + 16) / 17 = 1.04x it, where
-    # data with no flag keep the twin's every tile. The twin runs only in the loops apart (below):
-    # the hosts where it saves anything (CHECKED_SCALE) are those of TILES_APART; with the loops
-    # forced inline (LOSSTUNE_CPU_APART=0) a formula runs its own loop, the same bits.
+    # data with no flag keep the twin's every tile. The elementwise twin runs only in the loops
+    # apart (below): the hosts where it saves anything (CHECKED_SCALE) are those of TILES_APART;
+    # with the loops forced inline (LOSSTUNE_CPU_APART=0) a formula runs its own loop, the same
+    # bits. The reduce walk's unit-stride lanes take the twin whatever ``apart`` (lane_sums).
     checked = None if checked_py is None else njit(inline="always")(checked_py)
 
     # The contiguous loops with each tile's element loop in a function of its own (``apart``), called
@@ -2119,10 +2121,11 @@ def make_cpu_kernels(
             )
             ulanes = np.uint64(REDUCE_BLOCK_LANES)
             nbuf = side * ulanes if blocked else np.uint64(0)
-            # The twin's lanes but for a float32 gradient of many values (a constant of the build's
-            # types, so LLVM drops the other branch): there the loop reads two float32 streams a
-            # term, and with the twin's flag it spilled and took 1.09x the formula's time, where the
-            # 16-bit gradients and the 0-d one took 0.77-0.86x (section 88).
+            # The twin's lanes where the gradient is at stride 0 along them (SCALAR_G: a 0-d one)
+            # or 16-bit, not a float32 gradient read lane by lane (a constant of the build's kind and
+            # types, so LLVM drops the other branch): that loop reads two float32 streams a term,
+            # and with the twin's flag it spilled and took 1.09x the formula's time, where the
+            # others took 0.77-0.89x (section 88).
             twin_lanes = scalar_g or _sixteen(g)
             nouter = nred // run
             nchunks = (np.uint64(run) + side - np.uint64(1)) // side

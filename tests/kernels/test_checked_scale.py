@@ -45,8 +45,8 @@ def _build(
 # The builds each test compares with the formula's own inlined loops ("plain"): each tile's element
 # loop apart (cpu_loops.TILES_APART), by the formula alone and through its checked twin, on any host,
 # and through the twin whose contiguous passes flag a 16-bit target's tile from its raw patterns
-# (cpu_loops.RAW_FLAG). (A twin given to loops that are not apart goes unused: the formula's own
-# loops run.)
+# (cpu_loops.RAW_FLAG). (A twin given to loops that are not apart goes unused in the elementwise
+# loops, whose formula's own loops run; the reduce walk's lanes take it.)
 BUILDS = ("apart", "apart checked", "apart raw")
 
 
@@ -372,8 +372,12 @@ def sum_builds() -> dict[str, cpu_loops.CpuKernels]:
     return {"plain": _build(LOG.sum_value, None, True), "checked": _build(LOG.sum_value, LOG.sum_checked_value, True)}
 
 
-# Where the twin flags: a log-target of -inf (a zero probability), t past the exp's range, NaN.
-FLAGGED = {(5, 300): -math.inf, (2, 1000): 200.0, (9, 2500): math.nan, (0, 2999): -200.0}
+# Where the twin flags: a log-target of -inf (a zero probability), t past the exp's range, NaN. With
+# 256 lanes a block and two cores (6000 lanes each): the first core's block 2 flags, 3-18 take the
+# formula alone (a flag at block 7 inside that window), 19 and 20 the twin again, 21 flags; the
+# second core's 0-10 keep the twin's sums, 11 flags (its skip runs to the end of its share, past
+# another flag).
+FLAGGED = {(5, 600): -math.inf, (2, 2000): 200.0, (3, 5386): math.inf, (9, 8821): math.nan, (0, 11999): -200.0}
 
 
 # float16 stands for bfloat16 (the same loops, other conversions): each dtype compiles four walks.
@@ -381,15 +385,15 @@ FLAGGED = {(5, 300): -math.inf, (2, 1000): 200.0, (9, 2500): math.nan, (0, 2999)
 def test_reduce_walk_lanes_through_the_twin_store_the_formulas_bits(
     builds, sum_builds, monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype
 ) -> None:
-    """KL log_target's summed layout (input one row of 3000 against target's 16 rows) through the
-    reduce walk's unit-stride lanes, 256 lanes a block on two cores: summed by the twin, a
-    flagged block again by the formula and the next _SKIP_TILES blocks by the formula alone, the
-    same bits as the formula's sums. Each core's first blocks hold no flagged target (the twin's
-    sums kept), later ones do (FLAGGED). Full and 0-d gradients (sum and mean); a 16-bit out of the
-    0-d one takes the narrow formula's loops, the rest the sum formula's. With the redo dropped,
-    this test fails."""
+    """KL log_target's summed layout (input one row of 12000 against target's 16 rows) through the
+    reduce walk's unit-stride lanes, 256 lanes a block on two cores: summed by the twin, a flagged
+    block again by the formula and the next _SKIP_TILES blocks by the formula alone, the same bits
+    as the formula's sums. Each core's first blocks hold no flagged target (the twin's sums kept),
+    later ones do, and the first core takes the twin again after its skip (FLAGGED). Full and 0-d
+    gradients (sum and mean); a 16-bit out of the 0-d one takes the narrow formula's loops, the
+    rest the sum formula's. With the redo dropped, this test fails."""
     gen = torch.Generator().manual_seed(21)
-    rows, cols = 16, 3000
+    rows, cols = 16, 12000
     t = torch.randn(rows, cols, generator=gen, dtype=torch.float64) * 3.0
     for at, v in FLAGGED.items():
         t[at] = v
@@ -503,8 +507,9 @@ def test_tiles_apart_only_for_compute_bound_formulas_plumbing() -> None:
 )
 def test_the_checked_switch_and_the_loops_apart_that_follow_it(value: str, expected: str) -> None:
     """LOSSTUNE_CPU_CHECKED says yes or no on any host (read at import, so in a fresh interpreter),
-    and the loops apart follow it unless LOSSTUNE_CPU_APART says otherwise: the twin runs only in
-    them (and, without it, where the host has no vscalefps). Anything else is refused by name."""
+    and the loops apart follow it unless LOSSTUNE_CPU_APART says otherwise: the elementwise twin
+    runs only in them (and, without it, where the host has no vscalefps). Anything else is refused
+    by name."""
     code = "from kernels.backends import cpu_loops as L; print(L.CHECKED_SCALE, L.TILES_APART)"
     env = {k: v for k, v in os.environ.items() if k != "LOSSTUNE_CPU_APART"} | {"LOSSTUNE_CPU_CHECKED": value}
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 import kernels
+from kernels import aclnn
 from kernels.backends import cpu, cpu_loops
 from kernels.ops import kl_div
 from tests.helpers import assert_within
@@ -130,7 +131,8 @@ def test_one_value_gradient_sums_take_the_narrow_exp_within_one_ulp_on_every_16_
 ) -> None:
     """Every 16-bit target once, summed 64 at a time (64 neighbouring bit patterns an output, so
     most outputs are finite), with a 0-d gradient, through the reduce walk's lanes: within 1 ulp
-    of the float64 reference. (test_reduce checks that those sums' bits are the narrow terms'.)"""
+    of the float64 reference, and the backend's pick for them is the narrow loops (test_reduce
+    checks that their bits are the narrow terms'); a gradient of many values keeps the sum loops."""
     every = _every_value(dtype)
     t = every.reshape(1024, 64).t().contiguous()  # output j sums patterns 64 j .. 64 j + 63
     x = torch.zeros(1, 1024, dtype=dtype)
@@ -141,7 +143,11 @@ def test_one_value_gradient_sums_take_the_narrow_exp_within_one_ulp_on_every_16_
         finite = torch.isfinite(ref).sum()
         assert finite > 300, f"{finite} finite outputs"  # the test reads the exp over most of them
     backend = cpu.BACKEND
-    assert backend.kernels(kl_div.FORMULA_LOG, True, summed=True) is backend.kernels(kl_div.FORMULA_LOG, True)
+    for g, want in ((torch.tensor(0.5, dtype=dtype), (True, False)), (t.clone(), (False, True))):
+        ex = aclnn.kl_div_backward_get_workspace_size(g, x, t, 1, True, torch.empty_like(x), backend="cpu")[1]
+        picked = backend._loop_set(ex)[0]
+        narrow, summed = backend.kernels(kl_div.FORMULA_LOG, True), backend.kernels(kl_div.FORMULA_LOG, summed=True)
+        assert (picked is narrow, picked is summed) == want
 
 
 def _float16_grads(shape: tuple[int, ...]) -> torch.Tensor:

@@ -292,7 +292,7 @@ class CpuBackend:
         summed = ex.config.variant is Variant.REDUCE
         one_sign = ex.formula.log_target and ex.grad.numel() == 1
         narrow = ex.out.dtype is not torch.float32 and (not summed or one_sign)
-        half = ex.out.dtype is torch.float16 and ex.grad.dtype is torch.float16 and not summed
+        half = ex.out.dtype is torch.float16 and ex.grad.dtype is torch.float16  # kernels() ignores it for sums
         return self.kernels(ex.formula, narrow, summed=summed, half=half), int(ex.config.cores > 1)
 
     def launcher(self, ex: Executor) -> Launcher | None:

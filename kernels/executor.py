@@ -61,6 +61,11 @@ class Formula:
     # contiguous twin pass over a 16-bit target may flag a tile from the target's raw patterns
     # against it (cpu_loops.RAW_FLAG) instead of element by element. None: no such interval.
     checked_range: Callable[[float], tuple[float, float]] | None = None
+    # For a cof and a one-value gradient g, the least t from which the twins' values are zero or
+    # normal float32 (not negative: none around 0): inside it and checked_range, a bfloat16 out of
+    # a 16-bit target is stored by the host's own conversion with no per-element flag (cpu_loops'
+    # raw flag pass with a 0-d gradient). None: every bfloat16 value is flagged where subnormal.
+    normal_low: Callable[[float, float], float] | None = None
     # The formula of a broadcast sum's terms (the reduce walks, every out dtype), where a cheaper one
     # is accurate enough: SEMANTICS holds such a sum to relative 1e-5 of the summed magnitudes, not
     # to float32's 4 ulp, so its terms need about 1e-6, not 24 bits (KL log_target's exp: degree 5

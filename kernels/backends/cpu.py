@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import platform
 from collections.abc import Callable
@@ -251,9 +252,11 @@ class CpuBackend:
                     # An older revision of the loops (tuner.restamp) has no raw flag and takes no
                     # checked_range.
                     if getattr(loops, "RAW_FLAG", False) and formula.checked_range is not None:
-                        return loops.make_cpu_kernels(
-                            value, formula.compute_bound, twin, checked_range=formula.checked_range
-                        )
+                        ranges = {"checked_range": formula.checked_range}
+                        # An older revision of the loops takes no normal_low either.
+                        if "normal_low" in inspect.signature(loops.make_cpu_kernels).parameters:
+                            ranges["normal_low"] = formula.normal_low
+                        return loops.make_cpu_kernels(value, formula.compute_bound, twin, **ranges)
                     return loops.make_cpu_kernels(value, formula.compute_bound, twin)
                 return loops.make_cpu_kernels(value, formula.compute_bound)
 

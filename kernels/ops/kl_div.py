@@ -165,6 +165,27 @@ def _twin_range(cof: float) -> tuple[float, float]:
     return np.float32(lo), np.float32(hi)
 
 
+def _normal_low(cof: float, g: float) -> float:
+    """The least t from which _log_twin's value for the one-value gradient g is +-0 or a normal
+    float32, as far as the twin's own range (_twin_range) lets it be: there a bfloat16 out takes
+    AVX512-BF16's vcvtneps2bf16 alone, which flushes a subnormal float32 to zero
+    (cpu_loops._store_unfixed), with no flag a value. Not negative where no interval around 0
+    holds (|g * cof| under about 2^-122).
+
+    The twin's value is s * 2^k, k = round(t * log2e) + 1 + shift, s = p/2 * (g * -m), with p/2 in
+    [0.35, 0.71] and m (cof's mantissa) in [0.5, 1): |s| >= 0.175 |g| >= 2^(eg - 3), eg = floor(log2
+    |g|) (each float32 rounding is monotonic and 2^(eg - 3) representable). So |value| >= 2^-126
+    where round(t * log2e) >= -124 - eg - shift; the bound is a quarter of a k inside, as
+    _twin_range's. A subnormal g counts as 2^-149. An inf or NaN g gives inf or NaN values and a
+    zero g zeros, never subnormal ones: -inf."""
+    bits = np.float32(g).view(np.int32) & 0x7FFFFFFF
+    if bits == 0 or bits >= 0x7F800000:
+        return np.float32(-np.inf)
+    m, shift = frexp(cof)
+    eg = (bits >> 23) - 127 if bits >= 0x00800000 else -149
+    return np.float32((np.float32(-124.25) - np.float32(eg + shift)) / _LOG2E)
+
+
 _value_log = _log_value(_TAYLOR, False)
 # Formula.narrow_value: 16-bit outputs of elementwise walks; two float32 roundings of the product,
 # far inside the 16-bit result's half ulp.
@@ -202,6 +223,7 @@ FORMULA_LOG = Formula(
     checked_value=_value_log_checked,
     narrow_checked_value=_value_log_narrow_checked,
     checked_range=_twin_range,
+    normal_low=_normal_low,
     sum_value=_value_log_sum,
     sum_checked_value=_value_log_sum_checked,
 )

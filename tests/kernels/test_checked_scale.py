@@ -39,7 +39,9 @@ def _build(
         return cpu_loops.make_cpu_kernels(value, LOG.compute_bound, twin, apart=apart)
     with pytest.MonkeyPatch.context() as patch:  # RAW_FLAG is read when the loops are built
         patch.setattr(cpu_loops, "RAW_FLAG", True)
-        return cpu_loops.make_cpu_kernels(value, LOG.compute_bound, twin, apart=apart, checked_range=LOG.checked_range)
+        return cpu_loops.make_cpu_kernels(
+            value, LOG.compute_bound, twin, apart=apart, checked_range=LOG.checked_range, normal_low=LOG.normal_low
+        )
 
 
 # The builds each test compares with the formula's own inlined loops ("plain"): each tile's element
@@ -94,10 +96,13 @@ def _targets(dtype: torch.dtype) -> torch.Tensor:
 
 
 def _grads(dtype: torch.dtype, full: bool) -> list[torch.Tensor]:
-    """Full gradients over many binades (0, inf, NaN among them), or 0-d ones, small to large."""
+    """Full gradients over many binades (0, inf, NaN among them), or 0-d ones, small to large: with
+    a float32 or bfloat16 gradient also ones that make some values subnormal (2^-110), whose
+    normal_low is not negative for the smaller cofs (2^-126), a subnormal one (2^-130), and zero."""
     if not full:
         big = 2.0**100 if dtype is not torch.float16 else 60000.0
-        return [torch.tensor(v, dtype=dtype) for v in (1.0, -2.5, big, 2.0**-14)]
+        tiny = () if dtype is torch.float16 else (-(2.0**-110), 2.0**-126, 2.0**-130, 0.0)
+        return [torch.tensor(v, dtype=dtype) for v in (1.0, -2.5, big, 2.0**-14, *tiny)]
     gen = torch.Generator().manual_seed(4)
     top = 15 if dtype is torch.float16 else 120
     g = torch.exp2(torch.randint(-top, top, (N,), generator=gen).double()) * torch.randn(
@@ -143,11 +148,14 @@ def test_checked_and_apart_loops_store_the_formulas_bits(
 @pytest.mark.parametrize("loops", BUILDS)
 def test_every_sixteen_bit_target_through_the_checked_and_apart_loops(builds, loops) -> None:
     """All 65536 float16 and bfloat16 targets, each tile mixing flagged and unflagged elements, at
-    cof's exponent at both ends of its range (1 and 2^-62) and between."""
+    cof's exponent at both ends of its range (1 and 2^-62) and between; bfloat16 also with 0-d
+    gradients that make some values subnormal (-2^-110) or leave no t around 0 whose value is
+    normal at any of these cofs (2^-126: Formula.normal_low not negative)."""
     plain, other = builds["narrow"]["plain"], builds["narrow"][loops]
     for dtype in (torch.float16, torch.bfloat16):
         t = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(dtype)
-        for g in (torch.tensor(1.25, dtype=dtype), torch.full((t.numel(),), -3.0, dtype=dtype)):
+        tiny = [torch.tensor(v, dtype=dtype) for v in (-(2.0**-110), 2.0**-126)] if dtype is torch.bfloat16 else []
+        for g in (torch.tensor(1.25, dtype=dtype), torch.full((t.numel(),), -3.0, dtype=dtype), *tiny):
             for cof in (1.0, 2.0**-16, 2.0**-62):
                 want, got = torch.empty_like(t), torch.empty_like(t)
                 _launch(plain, g, t, want, cof, cores=1, stream=False)
@@ -193,6 +201,48 @@ def test_the_raw_limits_hold_every_t_the_twin_takes_and_no_other(dtype: torch.dt
         # below 256 is 1.44 in k): the t the twin takes reach within that of both ends of k's range.
         k_real = values[inside] * log2e + 1 + shift
         assert float(k_real.max()) > 125.0 and float(k_real.min()) < -124.0, cof
+
+
+_narrow_twin = njit(LOG.narrow_checked_value)
+_normal_low = njit(LOG.normal_low)
+
+
+@njit
+def _smallest_value(ts, g, cof, lo, hi):
+    """The smallest |value| of the narrow twin over the t of ``ts`` in [lo, hi], and whether any of
+    them was flagged."""
+    least, flagged = np.float32(np.inf), False
+    for t in ts:
+        if lo <= t <= hi:
+            v, bad = _narrow_twin(g, t, t, cof)
+            least = min(least, abs(v))
+            flagged |= bad
+    return least, flagged
+
+
+def test_normal_low_leaves_no_subnormal_value_and_is_near_tight() -> None:
+    """Formula.normal_low against the narrow twin itself, over every finite bfloat16 target: for 0-d
+    gradients from the least subnormal to 2^127 (powers of two and 1.5 times them, both signs) and
+    every exponent cof can have, each t in [max(lo, normal_low), hi] (lo, hi: the twin's range) has a
+    value that is zero or normal (>= 2^-126) and no flag: what cpu_loops' raw flag pass relies on
+    when it stores such a bfloat16 out unfixed. Where the bound is above lo and below 0 it costs at
+    most a few binades: the least value taken is under 2^-122. A zero gradient keeps the whole
+    range; normal_low reaches 0 only where |g * cof| is under 2^-120."""
+    ts = torch.arange(2**16, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).float().numpy()
+    ts = ts[np.isfinite(ts)]
+    grads = [m * 2.0**e for e in range(-149, 128, 3) for m in (1.0, -1.5) if m * 2.0**e < 3e38]
+    assert float(_normal_low(np.float32(1.0), np.float32(0.0))) == -math.inf
+    for cof in [2.0**e for e in range(-63, 1, 2)] + [1.0 / 3.0]:
+        lo, hi = (np.float32(v) for v in LOG.checked_range(np.float32(cof)))
+        for g in grads:
+            low = _normal_low(np.float32(cof), np.float32(g))
+            if low >= 0:
+                assert abs(g * cof) < 2.0**-120, (g, cof)
+                continue
+            least, flagged = _smallest_value(ts, np.float32(g), np.float32(cof), max(lo, low), hi)
+            assert not flagged and least >= 2.0**-126, (g, cof, least)
+            if low > lo:
+                assert least < 2.0**-122, (g, cof, least)
 
 
 @pytest.mark.parametrize(("cpu_name", "expected"), [("znver5", "True"), ("znver4", "False"), ("znver3", "False")])
@@ -461,9 +511,9 @@ def test_the_backend_takes_the_twins_where_ldexp_is_three_powers_or_the_cpu_is_l
             return getattr(cpu_loops, name)
 
         @staticmethod
-        def make_cpu_kernels(value, compute_bound, checked_py=None, apart=None, checked_range=None):
+        def make_cpu_kernels(value, compute_bound, checked_py=None, apart=None, checked_range=None, normal_low=None):
             given.append((value, checked_py))
-            ranges[value] = checked_range
+            ranges[value] = (checked_range, normal_low)
             return "loops of " + value.__name__
 
     backend = cpu.CpuBackend(Spy())  # type: ignore[arg-type]
@@ -477,9 +527,11 @@ def test_the_backend_takes_the_twins_where_ldexp_is_three_powers_or_the_cpu_is_l
     assert twins[LOG.narrow_value] is (LOG.narrow_checked_value if on else None)
     assert twins[LOG.sum_value] is (LOG.sum_checked_value if on else None)
     assert twins.get(LOG.half_value) is None
-    # The twin's range goes with the twin, where the loops flag from the raw patterns (RAW_FLAG).
+    # The twin's range and its normal values' bound go with the twin, where the loops flag from the
+    # raw patterns (RAW_FLAG).
     for value, twin in twins.items():
-        assert ranges[value] is (LOG.checked_range if twin is not None and cpu_loops.RAW_FLAG else None)
+        raw = twin is not None and cpu_loops.RAW_FLAG
+        assert ranges[value] == ((LOG.checked_range, LOG.normal_low) if raw else (None, None))
 
 
 def test_tiles_apart_only_for_compute_bound_formulas_plumbing() -> None:

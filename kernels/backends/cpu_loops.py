@@ -1221,18 +1221,12 @@ def _store_unfixed_impl(a, i, v):
     return lambda a, i, v: _store(a, i, v)
 
 
-def _normal_outs(t, a):  # pragma: no cover - replaced by the overload below inside numba
-    raise NotImplementedError
-
-
-@overload(_normal_outs)
-def _normal_outs_impl(t, a):
-    """Whether a raw flag pass with a one-value gradient stores into ``a`` by _store_unfixed: a
-    bfloat16 out on a host with AVX512-BF16, from a 16-bit target (whose tile flag can hold
-    Formula.normal_low; a float32 t's flag is per element and holds only the twin's own range).
-    A constant of the types, which LLVM folds."""
-    normal = a.dtype == types.uint16 and HAS_BF16 and t.dtype in (types.int16, types.uint16)
-    return lambda t, a: normal
+def _normal_types(t: types.Array, a: types.Array) -> bool:
+    """Whether a contiguous twin pass with a one-value gradient can store into ``a`` by
+    _store_unfixed (make_cpu_kernels' normal_pass): a bfloat16 out on a host with AVX512-BF16, from
+    a 16-bit target, whose tile flag can hold Formula.normal_low (a float32 t's flag is per
+    element and holds only the twin's own range). Read from numba's types while a loop is typed."""
+    return a.dtype == types.uint16 and HAS_BF16 and t.dtype in (types.int16, types.uint16)
 
 
 class StridedRun(StrEnum):
@@ -1493,7 +1487,7 @@ def make_cpu_kernels(
     # A bfloat16 out flagged per element (_store_or_flag) took 2.13 ns per 16 elements in L1 where
     # the same loop without that flag took 1.59 (section 68's C), and with a one-value gradient
     # whether a value can be subnormal is a matter of t alone: the tile's raw flag against
-    # the range raised to normal_low(cof, g) says it once a tile (raw_flag_pass).
+    # the range raised to normal_low(cof, g) says it once a tile (normal_pass).
     low_of = njit(inline="always")(normal_low or (lambda cof, g: np.float32(-np.inf)))
 
     def apart_contiguous(scalar_g: bool) -> Callable[..., None]:
@@ -1521,24 +1515,13 @@ def make_cpu_kernels(
                     miss |= bad
             return miss
 
-        # A closure constant: without it (a full gradient, no normal_low) the pass below is
-        # what it was, its normal branch folded away, and so it is for a float16 out (_normal_outs).
-        normal_g = scalar_g and normal_low is not None
-
         @njit(nogil=True)
         def raw_flag_pass(dst, base, g, x, t, g0, us, m, cof):
             """element_flag_pass with a 16-bit target's flag taken from its raw patterns: set where
             any t of the tile lies outside checked_range(cof) (NaN and inf included), which holds
-            every t the twin flags; the per-element flag stays for a float32 target (_bad_of).
-            With a one-value gradient, a bfloat16 out of a 16-bit target (_normal_outs) holds the
-            tile to t >= normal_low(cof, g0) too, so every unflagged value is zero or normal and
-            _store_unfixed's one conversion stores it exactly, with no flag; lo >= 0 (no interval
-            around 0) flags every tile."""
+            every t the twin flags; the per-element flag stays for a float32 target (_bad_of)."""
             vectors()
-            normal = normal_g and _normal_outs(t, dst)
             lo, hi = range_of(cof)
-            if normal:
-                lo = max(lo, low_of(cof, g0))
             neg, pos = _half_limits(t, lo, hi)
             hu, hs = np.uint16(0), np.int16(-32768)
             miss = False
@@ -1546,19 +1529,46 @@ def make_cpu_kernels(
                 gi = g0 if scalar_g else _load(g, us + i)
                 v, bad = twin_value(gi, _load(x, us + i), _load(t, us + i), cof)
                 hu, hs = _track(t, us + i, hu, hs)
-                if normal:
-                    _store_unfixed(dst, base + i, v)
-                    miss |= _bad_of(t, bad)
-                elif unfixed:
+                if unfixed:
                     tiny = _store_or_flag(dst, base + i, v)
                     miss |= _bad_of(t, bad) | tiny
                 else:
                     _store(dst, base + i, v)
                     miss |= _bad_of(t, bad)
-            return miss | (hu > neg) | (hs > pos) | (normal and lo >= np.float32(0.0))
+            return miss | (hu > neg) | (hs > pos)
+
+        @njit(nogil=True)
+        def normal_pass(dst, base, g, x, t, g0, us, m, cof):
+            """raw_flag_pass for a one-value gradient g0, a bfloat16 out and a 16-bit target
+            (_normal_types): the tile's patterns are held to t >= normal_low(cof, g0) too, so every
+            unflagged value is zero or normal and _store_unfixed's one conversion stores it exactly,
+            with no flag a value; a bound not below 0 (no interval around 0) flags every tile."""
+            vectors()
+            lo, hi = range_of(cof)
+            lo = max(lo, low_of(cof, g0))
+            neg, pos = _half_limits(t, lo, hi)
+            hu, hs = np.uint16(0), np.int16(-32768)
+            for i in range(m):
+                v, _ = twin_value(g0, _load(x, us + i), _load(t, us + i), cof)
+                hu, hs = _track(t, us + i, hu, hs)
+                _store_unfixed(dst, base + i, v)
+            return (hu > neg) | (hs > pos) | (lo >= np.float32(0.0))
 
         # A build-time choice, so that without RAW_FLAG the loop below is what it was.
         twin_pass = raw_flag_pass if raw_flags else element_flag_pass
+        normal_g = scalar_g and raw_flags and normal_low is not None
+
+        def twin_tile(dst, base, g, x, t, g0, us, m, cof):  # pragma: no cover - the overload below, in numba
+            raise NotImplementedError
+
+        # The tile's twin pass, picked by the types the loop is compiled for: normal_pass where it
+        # applies, twin_pass elsewhere. Inlined into the loop as the one _apart call it expands to,
+        # so a loop that takes twin_pass compiles to the IR it had before normal_pass existed (a
+        # pick inside one pass, or a branch between two, left that IR with globals of the other's).
+        @overload(twin_tile, inline="always")
+        def twin_tile_impl(dst, base, g, x, t, g0, us, m, cof):
+            fn = normal_pass if normal_g and _normal_types(t, dst) else twin_pass
+            return lambda dst, base, g, x, t, g0, us, m, cof: _apart(fn, (dst, base, g, x, t, g0, us, m, cof))
 
         def loop(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks, stream):
             g, x, t, o = _view(pg, 1 if scalar_g else n, tg), _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)
@@ -1579,7 +1589,7 @@ def make_cpu_kernels(
                     dst, base = (buf, np.uint64(0)) if stream else (o, us)
                     flagged = False
                     if skip == 0:
-                        flagged = _apart(twin_pass, (dst, base, g, x, t, g0, us, stop - us, cof))
+                        flagged = twin_tile(dst, base, g, x, t, g0, us, stop - us, cof)
                     if skip > 0 or flagged:
                         _apart(formula_pass, (dst, base, g, x, t, g0, us, stop - us, cof))
                     if stream:

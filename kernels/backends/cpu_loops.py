@@ -1405,8 +1405,9 @@ def make_cpu_kernels(
     the t interval, for a cof, where the twin's flag is never set; with RAW_FLAG, the contiguous
     twin pass and the walks' twin runs apart flag a 16-bit target's tile or run from its raw
     patterns against it. ``normal_low`` (Formula.normal_low): for a cof and a one-value gradient,
-    the least t from which the twin's values are zero or normal; with it, the raw flag pass of a
-    0-d gradient stores a bfloat16 out of a 16-bit target with no per-element flag."""
+    the least t from which the twin's values are zero or normal; with it, the raw flag pass and
+    the walks' raw flag runs of a 0-d gradient store a bfloat16 out of a 16-bit target with no
+    per-element flag (normal_run)."""
     value = njit(inline="always")(value_py)
     vectors = _wide_vectors if compute_bound else _default_vectors
 
@@ -1487,8 +1488,28 @@ def make_cpu_kernels(
     # A bfloat16 out flagged per element (_store_or_flag) took 2.13 ns per 16 elements in L1 where
     # the same loop without that flag took 1.59 (section 68's C), and with a one-value gradient
     # whether a value can be subnormal is a matter of t alone: the tile's raw flag against
-    # the range raised to normal_low(cof, g) says it once a tile (normal_pass).
+    # the range raised to normal_low(cof, g) says it once a tile or run (normal_run).
     low_of = njit(inline="always")(normal_low or (lambda cof, g: np.float32(-np.inf)))
+    normals = raw_flags and normal_low is not None
+
+    @njit(nogil=True)
+    def normal_run(g, x, t, dst, ug, ux, ut, ud, m, cof):
+        """``m`` elements by the twin, the one-value gradient read at ug, the target from ut, into dst
+        from ud on, for a bfloat16 out of a 16-bit target (_normal_types): the raw flag pass's
+        (and the walks' raw flag run's) patterns held to t >= normal_low(cof, g) too, so every
+        unflagged value is zero or normal and _store_unfixed's one conversion stores it exactly,
+        with no flag a value; a bound not below 0 (no interval around 0) flags every call."""
+        vectors()
+        g0 = _load(g, ug)
+        lo, hi = range_of(cof)
+        lo = max(lo, low_of(cof, g0))
+        neg, pos = _half_limits(t, lo, hi)
+        hu, hs = np.uint16(0), np.int16(-32768)
+        for i in range(m):
+            v, _ = twin_value(g0, _load(x, ux + i), _load(t, ut + i), cof)
+            hu, hs = _track(t, ut + i, hu, hs)
+            _store_unfixed(dst, ud + i, v)
+        return (hu > neg) | (hs > pos) | (lo >= np.float32(0.0))
 
     def apart_contiguous(scalar_g: bool) -> Callable[..., None]:
         @njit(nogil=True)
@@ -1537,38 +1558,25 @@ def make_cpu_kernels(
                     miss |= _bad_of(t, bad)
             return miss | (hu > neg) | (hs > pos)
 
-        @njit(nogil=True)
-        def normal_pass(dst, base, g, x, t, g0, us, m, cof):
-            """raw_flag_pass for a one-value gradient g0, a bfloat16 out and a 16-bit target
-            (_normal_types): the tile's patterns are held to t >= normal_low(cof, g0) too, so every
-            unflagged value is zero or normal and _store_unfixed's one conversion stores it exactly,
-            with no flag a value; a bound not below 0 (no interval around 0) flags every tile."""
-            vectors()
-            lo, hi = range_of(cof)
-            lo = max(lo, low_of(cof, g0))
-            neg, pos = _half_limits(t, lo, hi)
-            hu, hs = np.uint16(0), np.int16(-32768)
-            for i in range(m):
-                v, _ = twin_value(g0, _load(x, us + i), _load(t, us + i), cof)
-                hu, hs = _track(t, us + i, hu, hs)
-                _store_unfixed(dst, base + i, v)
-            return (hu > neg) | (hs > pos) | (lo >= np.float32(0.0))
-
         # A build-time choice, so that without RAW_FLAG the loop below is what it was.
         twin_pass = raw_flag_pass if raw_flags else element_flag_pass
-        normal_g = scalar_g and raw_flags and normal_low is not None
+        normal_g = scalar_g and normals
 
         def twin_tile(dst, base, g, x, t, g0, us, m, cof):  # pragma: no cover - the overload below, in numba
             raise NotImplementedError
 
-        # The tile's twin pass, picked by the types the loop is compiled for: normal_pass where it
-        # applies, twin_pass elsewhere. Inlined into the loop as the one _apart call it expands to,
-        # so a loop that takes twin_pass compiles to the IR it had before normal_pass existed (a
-        # pick inside one pass, or a branch between two, left that IR with globals of the other's).
+        # The tile's twin pass, picked by the types the loop is compiled for: normal_run (the
+        # gradient read at 0, the target from us, dst from base) where it applies, twin_pass
+        # elsewhere. Inlined into the loop as the one _apart call it expands to, so a loop that
+        # takes twin_pass compiles to the IR it had before normal_run existed (a pick inside one
+        # pass, or a branch between two, left that IR with globals of the other's).
         @overload(twin_tile, inline="always")
         def twin_tile_impl(dst, base, g, x, t, g0, us, m, cof):
-            fn = normal_pass if normal_g and _normal_types(t, dst) else twin_pass
-            return lambda dst, base, g, x, t, g0, us, m, cof: _apart(fn, (dst, base, g, x, t, g0, us, m, cof))
+            if normal_g and _normal_types(t, dst):
+                return lambda dst, base, g, x, t, g0, us, m, cof: _apart(
+                    normal_run, (g, x, t, dst, np.uint64(0), us, us, base, m, cof)
+                )
+            return lambda dst, base, g, x, t, g0, us, m, cof: _apart(twin_pass, (dst, base, g, x, t, g0, us, m, cof))
 
         def loop(pg, px, pt, po, tg, tx, tt, to, n, cof64, tile, ahead, nblocks, stream):
             g, x, t, o = _view(pg, 1 if scalar_g else n, tg), _view(px, n, tx), _view(pt, n, tt), _view(po, n, to)
@@ -1663,14 +1671,26 @@ def make_cpu_kernels(
     scalar_runs = (run_apart(True, twin_value, True), run_apart(True, flagless, False))
     unit_runs = (run_apart(False, twin_value, True), run_apart(False, flagless, False))
 
+    def twin_run(fn, args):  # pragma: no cover - replaced by the overload below inside numba
+        raise NotImplementedError
+
+    # The twin's run ``fn``, or normal_run where fn is the scalar gradient's raw flag run and the
+    # types are _normal_types' (args as run_apart's: g, x, t, dst, ...), as twin_tile picks a
+    # contiguous tile's pass: a call that keeps fn compiles to the IR it had before.
+    @overload(twin_run, inline="always")
+    def twin_run_impl(fn, args):
+        normal = normals and fn.dispatcher is scalar_runs[0] and _normal_types(args.types[2], args.types[3])
+        chosen = normal_run if normal else fn.dispatcher
+        return lambda fn, args: _apart(chosen, args)
+
     @njit(inline="always")
     def apart_rows(twin_fn, formula_fn, skip, args):
         """The run ``args`` (run_apart's arguments) apart, by a kind's two run_apart functions: the
-        twin's pass where ``skip`` is 0, the formula's where the twin was not tried or flagged; the
-        next skip, as in apart_contiguous."""
+        twin's pass where ``skip`` is 0 (normal_run in its place where twin_run says), the
+        formula's where the twin was not tried or flagged; the next skip, as in apart_contiguous."""
         flagged = False
         if skip == 0:
-            flagged = _apart(twin_fn, args)
+            flagged = twin_run(twin_fn, args)
         if skip > 0 or flagged:
             _apart(formula_fn, args)
         return _SKIP_TILES if flagged else max(skip - 1, 0)

@@ -303,6 +303,40 @@ def test_subnormal_bfloat16_outs_through_the_twins_unfixed_store(
         assert torch.equal(as_bits(got), as_bits(want))
 
 
+@pytest.mark.parametrize("loops", ["apart checked", "apart raw"])
+def test_subnormal_bfloat16_outs_through_the_walks_runs_with_a_one_value_gradient(
+    builds, monkeypatch: pytest.MonkeyPatch, loops: str
+) -> None:
+    """The transposed and broadcast walks' runs with a 0-d gradient: where the loops flag from the
+    raw patterns, a bfloat16 run of a 16-bit target is held to Formula.normal_low and stored
+    unfixed (cpu_loops' normal_run). Targets whose values cross 2^-126 (g * cof = 2^-40 and 2^-110,
+    t in [-64, -55] and [-20, 0]), with a gradient that leaves no t around 0 whose value is normal
+    (2^-130, a subnormal one: every run flagged), and zero: every bit the formula's."""
+    summed = cpu.BACKEND.kernels(LOG, summed=True)
+    config = Tiling(tile=4096, cores=min(2, cpu_loops.max_threads()), variant=Variant.STRIDED)
+    rows, cols = 64, 5000
+    x = torch.zeros((rows, cols), dtype=torch.bfloat16)
+    cases = [(-(2.0**-40), -64.0, -55.0), (2.0**-110, -20.0, 0.0), (2.0**-130, -8.0, 0.5), (0.0, -64.0, -55.0)]
+    for g, lo, hi in cases:
+        tw = torch.linspace(lo, hi, rows * cols, dtype=torch.float64).reshape(cols, rows).to(torch.bfloat16)
+        grad = torch.tensor(g, dtype=torch.bfloat16)
+        outs = []
+        for build in ("plain", loops):
+            narrow = builds["narrow"][build]
+            monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (narrow, narrow, summed, narrow))
+            outs.append(
+                [
+                    kernels.kl_div_backward(grad, x, tw.t(), "sum", True, config=config),
+                    kernels.kl_div_backward(
+                        grad, x, tw.t()[:1].contiguous().expand(rows, cols), "sum", True, config=config
+                    ),
+                ]
+            )
+        for want, got in zip(*outs, strict=True):
+            assert g == 0.0 or _bf16_subnormal(want).sum() > 100, g
+            assert torch.equal(as_bits(got), as_bits(want)), g
+
+
 def _log_targets(shape: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
     """Log-targets of ``shape``, mostly ordinary, with flagged elements (past the twin's range,
     infinite, NaN, a sweep over the exp's range) in a few places, so some runs and tiles take the

@@ -1,10 +1,12 @@
-"""KL log_target's bfloat16 contiguous loops with a 0-d gradient: each tile held to
-Formula.normal_low and stored by vcvtneps2bf16 alone ("normal"), against the same backend's loops
-built without normal_low, whose stores flag each subnormal value ("flag"), as before. One
-interleaved run per size (timing.interleaved) of both through the public call into one out, on
-the table's config for 2^24 (scalar_grad, tile 4096, 2 cores, neither prefetch nor streaming),
-with torch's copy_ of the same bytes (one bfloat16 read and one written an element) as the
-roofline, as bench --report takes it. Outputs are checked bit for bit first.
+"""KL log_target's bfloat16 loops with a 0-d gradient: each contiguous tile, or each unit-stride
+run of the walks, held to Formula.normal_low and stored by vcvtneps2bf16 alone ("normal"), against
+the same backend's loops built without normal_low, whose stores flag each subnormal value
+("flag"), as before. One interleaved run per row (timing.interleaved) of both through the public
+call into one out, with torch's copy_ of the same bytes (one bfloat16 read and one written an
+element) as the roofline, as bench --report takes it. Contiguous at 2^20-2^26 on the table's
+config for 2^24 (scalar_grad, tile 4096, 2 cores, neither prefetch nor streaming); the report's
+transposed layout at 2^22 on the table's config for it (strided, tile 4096, 2 cores, streamed,
+rows of 32), its broadcast layout on the strided walk (tile 4096, 2 cores). Outputs are checked bit for bit first.
 Usage: python normal_low.py [rounds] (from the repository root, or with it on PYTHONPATH)"""
 
 import statistics
@@ -18,11 +20,15 @@ from kernels.modes import Op, Reduction
 from kernels.ops import kl_div
 from kernels.tiling import Tiling
 from tuner import machine
-from tuner.problems import Case
+from tuner.problems import Case, InputLayout
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 7
 LOG = kl_div.FORMULA_LOG
 CONFIG = Tiling.from_dict({"variant": "scalar_grad", "tile": 4096, "cores": 2})
+WALK = Tiling.from_dict({"variant": "strided", "tile": 4096, "cores": 2, "stream": True, "transpose_row": 32})
+BROADCAST = Tiling.from_dict({"variant": "strided", "tile": 4096, "cores": 2})
+ROWS = [(InputLayout.CONTIGUOUS, n, CONFIG) for n in (20, 22, 24, 26)]
+ROWS += [(InputLayout.TRANSPOSED, 22, WALK), (InputLayout.BROADCAST, 22, BROADCAST)]
 
 
 def loop_sets(plain: bool) -> tuple:
@@ -39,10 +45,10 @@ def loop_sets(plain: bool) -> tuple:
         object.__setattr__(LOG, "normal_low", saved)
 
 
-def call(sets, g, x, t, o):
+def call(sets, g, x, t, o, config):
     def run(i: int) -> None:
         cpu.BACKEND._kernels[LOG.name] = sets
-        kl_div.kl_div_backward(g, x, t, "mean", True, out=o, backend="cpu", config=CONFIG)
+        kl_div.kl_div_backward(g, x, t, "mean", True, out=o, backend="cpu", config=config)
 
     return run
 
@@ -59,24 +65,26 @@ def spread(a, b):
 
 host = machine.describe()
 print(f"# {host['machine']} ({host['cpu_model']}), torch {host['torch']}; {ROUNDS} rounds, bfloat16 0-d")
-print(f"# config {CONFIG.to_dict()}")
+print(f"# contiguous: {CONFIG.to_dict()}")
+print(f"# transposed: {WALK.to_dict()}")
+print(f"# broadcast: {BROADCAST.to_dict()}")
 print("# us: median of round medians (p20-p80 of all samples); ratios: median (min-max) of the rounds' ratios")
-HEAD = ("n", "normal", "flag", "copy", "normal/flag", "roofline normal", "roofline flag")
-print(f"{HEAD[0]:6}{HEAD[1]:24}{HEAD[2]:24}{HEAD[3]:24}{HEAD[4]:18}{HEAD[5]:18}{HEAD[6]}")
+HEAD = ("layout     n", "normal", "flag", "copy", "normal/flag", "roofline normal", "roofline flag")
+print(f"{HEAD[0]:17}{HEAD[1]:24}{HEAD[2]:24}{HEAD[3]:24}{HEAD[4]:18}{HEAD[5]:18}{HEAD[6]}")
 sets = {"normal": loop_sets(False), "flag": loop_sets(True)}
-for log2n in (20, 22, 24, 26):
-    case = Case(Op.KL_DIV, torch.bfloat16, (1 << log2n,), Reduction.MEAN, log_target=True)
+for layout, log2n, config in ROWS:
+    case = Case(Op.KL_DIV, torch.bfloat16, (1 << log2n,), Reduction.MEAN, log_target=True, layout=layout)
     g, x, t = case.inputs("cpu")
-    outs = {k: torch.empty_like(x) for k in sets}
+    outs = {k: case.out_like(x) for k in sets}
     for k, s in sets.items():
-        call(s, g, x, t, outs[k])(0)
+        call(s, g, x, t, outs[k], config)(0)
     assert torch.equal(outs["normal"].view(torch.int16), outs["flag"].view(torch.int16)), "bits differ"
-    src, dst = torch.empty_like(t).copy_(t), torch.empty_like(t)
-    runs = [call(s, g, x, t, o) for s, o in zip(sets.values(), outs.values(), strict=True)]
+    src, dst = torch.ones(x.numel(), dtype=x.dtype), torch.ones(x.numel(), dtype=x.dtype)  # pages touched
+    runs = [call(s, g, x, t, o, config) for s, o in zip(sets.values(), outs.values(), strict=True)]
     runs.append(lambda i, dst=dst, src=src: dst.copy_(src))
     normal, flag, copy = timing.interleaved(runs, rounds=ROUNDS, min_time_s=0.1)
     print(
-        f"2^{log2n}  {us(normal)}  {us(flag)}  {us(copy)}  {spread(normal, flag):16}  "
+        f"{layout.value:10} 2^{log2n}  {us(normal)}  {us(flag)}  {us(copy)}  {spread(normal, flag):16}  "
         f"{spread(copy, normal):16}  {spread(copy, flag)}"
     )
 cpu.BACKEND._kernels.pop(LOG.name, None)

@@ -206,7 +206,8 @@ _bf16_narrow = _f32_to_bf16_hw if HAS_BF16 else _f32_to_bf16
 def _f32_to_bf16_unfixed(typingctx, f):
     """LLVM's float -> bfloat alone: _f32_to_bf16_hw without its subnormal fix-up, so a nonzero
     subnormal float32 (which vcvtneps2bf16 flushes) comes out as a zero of its sign. Only for a
-    store whose tile is redone where _f32_subnormal says so (_store_or_flag)."""
+    store whose tile is redone where _f32_subnormal says so (_store_or_flag), or whose values are
+    zero or normal wherever the tile is not redone (_store_unfixed, Formula.normal_low)."""
     if f != types.float32:
         return None
 
@@ -1182,7 +1183,8 @@ def _store_or_flag(a, i, v):  # pragma: no cover - replaced by the overload belo
 
 
 # The checked twins' store (make_cpu_kernels' twin passes, whose flagged tiles and runs are redone
-# by the formula's): where the host has AVX512-BF16, a bfloat16 store without _f32_to_bf16_hw's
+# by the formula's; but normal_run's, whose 0-d bfloat16 values cannot be subnormal where its tile
+# is not flagged, _store_unfixed): where the host has AVX512-BF16, a bfloat16 store without _f32_to_bf16_hw's
 # subnormal fix-up (three vector operations, two under masks), flagged where the value is a nonzero
 # subnormal; every other store is _store's, never flagged. On the Zen 5 the fix-up was a quarter
 # of the bfloat16 exp loop (results/performance.md, sections 64 and 68).

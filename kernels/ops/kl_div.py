@@ -170,7 +170,7 @@ def _normal_low(cof: float, g: float) -> float:
     float32, as far as the twin's own range (_twin_range) lets it be: there a bfloat16 out takes
     AVX512-BF16's vcvtneps2bf16 alone, which flushes a subnormal float32 to zero
     (cpu_loops._store_unfixed), with no flag a value. Not negative where no interval around 0
-    holds (|g * cof| under about 2^-122).
+    holds: |g * cof| at most about 2^-124, and any subnormal g.
 
     The twin's value is s * 2^k, k = round(t * log2e) + 1 + shift, s = p/2 * (g * -m), with p/2 in
     [0.35, 0.71] and m (cof's mantissa) in [0.5, 1): |s| >= 0.175 |g| >= 2^(eg - 3), eg = floor(log2

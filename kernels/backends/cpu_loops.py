@@ -1224,8 +1224,8 @@ def _store_unfixed_impl(a, i, v):
 
 
 def _normal_types(t: types.Array, a: types.Array) -> bool:
-    """Whether a contiguous twin pass with a one-value gradient can store into ``a`` by
-    _store_unfixed (make_cpu_kernels' normal_pass): a bfloat16 out on a host with AVX512-BF16, from
+    """Whether a twin pass or run with a one-value gradient can store into ``a`` by
+    _store_unfixed (make_cpu_kernels' normal_run): a bfloat16 out on a host with AVX512-BF16, from
     a 16-bit target, whose tile flag can hold Formula.normal_low (a float32 t's flag is per
     element and holds only the twin's own range). Read from numba's types while a loop is typed."""
     return a.dtype == types.uint16 and HAS_BF16 and t.dtype in (types.int16, types.uint16)

@@ -57,6 +57,12 @@ class Formula:
     # None: no twin.
     checked_value: Callable[..., tuple[float, bool]] | None = None
     narrow_checked_value: Callable[..., tuple[float, bool]] | None = None
+    # The formula for a bfloat16 output of an elementwise walk where a backend offers it, cheaper
+    # than narrow_value where 8 bits need less than float16's 11 (KL log_target's exp: degree 2 for
+    # 3), and its checked twin; None: narrow_value's. Broadcast sums keep narrow_value: their terms'
+    # errors add up before the one rounding.
+    coarse_value: Callable[..., float] | None = None
+    coarse_checked_value: Callable[..., tuple[float, bool]] | None = None
     # Where both twins' flags are never set, as a t interval for a cof: (lo, hi) in float32. The
     # contiguous twin pass over a 16-bit target may flag a tile from the target's raw patterns
     # against it (cpu_loops.RAW_FLAG) instead of element by element. None: no such interval.

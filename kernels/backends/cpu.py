@@ -157,6 +157,21 @@ def table_variant(formula: Formula, geometry: Geometry, dtype: torch.dtype) -> b
     )
 
 
+# CPUs where a bfloat16 output of an elementwise walk takes a formula's coarse_value (KL
+# log_target's degree-2 exp), measured there: the Zen 5, whose bfloat16 0-d loop is bound by its
+# arithmetic and took 0.89x the time with one fma fewer an element (results/performance.md,
+# section 90). Elsewhere the loops, and the tables' entries tuned on them, stay the narrow ones.
+_COARSE_CPUS = ("znver5",)
+
+
+def coarse_offered() -> bool:
+    """Whether this host's bfloat16 outputs take Formula.coarse_value: on the CPUs of _COARSE_CPUS
+    (the CPU numba compiles for, as every feature gate reads it); ``LOSSTUNE_CPU_COARSE`` 1 says
+    yes on any host, 0 no."""
+    forced = cpu_loops._forced("LOSSTUNE_CPU_COARSE")
+    return cpu_loops.target_cpu() in _COARSE_CPUS if forced is None else forced
+
+
 def _line_aligned(out: torch.Tensor, row_stride: int) -> bool:
     """Whether every output line the transposed walk stores as a whole is line-aligned, as a
     non-temporal vector store needs (to a misaligned address it faults): out starts on a line and
@@ -174,9 +189,10 @@ class CpuBackend:
         """``loops``: the module the loops are built from; cpu_loops, or another revision of it that
         tuner.restamp compiles beside it (same interface, its own compiled functions)."""
         self._loops = loops
-        # by formula name: (value's, narrow_value's, sum_value's, half_value's), one object where a
-        # formula has no other
+        # by formula name: (value's, narrow_value's, sum_value's, half_value's, coarse_value's), one
+        # object where a formula has no other
         self._kernels: dict[str, tuple[cpu_loops.CpuKernels, ...]] = {}
+        self.coarse = coarse_offered()  # bfloat16 outputs' pick, read once (_loop_set)
         threads = cpu_loops.max_threads()
         self._facts = cpu_facts(platform.machine(), threads)
 
@@ -185,7 +201,7 @@ class CpuBackend:
         with its numba dispatcher: what a launch compiled is in their signatures (tuner.restamp)."""
         found = []
         for name, sets in self._kernels.items():
-            for i, (which, kernels) in enumerate(zip(("wide", "narrow", "sum", "half"), sets, strict=True)):
+            for i, (which, kernels) in enumerate(zip(("wide", "narrow", "sum", "half", "coarse"), sets, strict=True)):
                 if any(kernels is other for other in sets[:i]):  # a formula's stand-in: listed once
                     continue
                 for field in dataclasses.fields(kernels):
@@ -225,14 +241,22 @@ class CpuBackend:
         return cpu_space(self._facts, geometry.variants + table, geometry.numel)
 
     def kernels(
-        self, formula: Formula, narrow: bool = False, *, summed: bool = False, half: bool = False
+        self,
+        formula: Formula,
+        narrow: bool = False,
+        *,
+        summed: bool = False,
+        half: bool = False,
+        coarse: bool = False,
     ) -> cpu_loops.CpuKernels:
         """The loops of ``formula``; ``narrow``: those of its narrow_value where it has one (16-bit
         outputs of the elementwise walks); ``half`` (with ``narrow``): those of its half_value where
         it has one and these loops scale by 2^k in more than one instruction (a float16 output of
-        a float16 gradient); ``summed``: those of its sum_value where it has one (the reduce
-        walks), or with ``narrow`` those of its narrow_value (a 16-bit output of a sum whose terms
-        share one sign: _loop_set). All are built on first use: numba compiles lazily."""
+        a float16 gradient); ``coarse`` (with ``narrow``): those of its coarse_value where it has
+        one (a bfloat16 output, where the host takes it: _loop_set); ``summed``: those of its
+        sum_value where it has one (the reduce walks), or with ``narrow`` those of its
+        narrow_value (a 16-bit output of a sum whose terms share one sign: _loop_set). All are
+        built on first use: numba compiles lazily."""
         sets = self._kernels.get(formula.name)
         if sets is None:
             loops = self._loops
@@ -271,9 +295,14 @@ class CpuBackend:
             # An older revision of the loops (tuner.restamp) has no ldexp_half: its narrow loops.
             half_value = formula.half_value if getattr(self._loops, "HALF_SCALE", False) else None
             half_set = narrow_set if half_value is None else make(half_value)
-            sets = self._kernels[formula.name] = (wide, narrow_set, summed_set, half_set)
+            # Formulas of an older op module (tuner.restamp) have no coarse value: the narrow loops.
+            coarse_value = getattr(formula, "coarse_value", None)
+            coarse_set = narrow_set if coarse_value is None else make(coarse_value, formula.coarse_checked_value)
+            sets = self._kernels[formula.name] = (wide, narrow_set, summed_set, half_set, coarse_set)
         if summed:
             return sets[1] if narrow else sets[2]
+        if narrow and coarse:
+            return sets[4]
         return sets[3] if narrow and half else sets[narrow]
 
     def _loop_set(self, ex: Executor) -> tuple[cpu_loops.CpuKernels, int]:
@@ -296,7 +325,11 @@ class CpuBackend:
         one_sign = ex.formula.log_target and ex.grad.numel() == 1
         narrow = ex.out.dtype is not torch.float32 and (not summed or one_sign)
         half = ex.out.dtype is torch.float16 and ex.grad.dtype is torch.float16  # kernels() ignores it for sums
-        return self.kernels(ex.formula, narrow, summed=summed, half=half), int(ex.config.cores > 1)
+        # A bfloat16 output's one rounding into 8 bits: the coarse formula where the host takes it
+        # (coarse_offered); a sum's terms keep the narrow one (kernels() ignores coarse for sums).
+        coarse = self.coarse and ex.out.dtype is torch.bfloat16
+        loops = self.kernels(ex.formula, narrow, summed=summed, half=half, coarse=coarse)
+        return loops, int(ex.config.cores > 1)
 
     def launcher(self, ex: Executor) -> Launcher | None:
         """``ex``'s contiguous launch (flat and scalar_grad loops) over any four tensors of its

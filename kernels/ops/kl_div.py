@@ -71,6 +71,15 @@ _TAYLOR = tuple(np.float32(0.5 / math.factorial(i)) for i in range(8))  # degree
 # 1 ulp; three fmas where the float32 exp has seven.
 _NARROW = (0.9999244809150696, 0.9999622702598572, 0.5050235390663147, 0.16792160272598267)
 _SHORT = tuple(np.float32(c / 2) for c in _NARROW)
+# Degree 2, a relative minimax fit on |r| <= 0.35 (a little past ln2/2, as k's rounding allows;
+# Lawson's reweighted least squares in float64), rounded to float32, to relative 1.78e-3
+# (tests: test_narrow_exp). A bfloat16 value carries 8 bits: its ulp is over 2^-8 of the value, so
+# 1.78e-3 of the value is under 0.46 ulp, and with the one rounding's half ulp a bfloat16 result
+# stays within 0.96 ulp of the exact one.
+# Two fmas where the narrow exp has three: 0.89x its loop's time in C on the Zen 5 (one thread, in
+# L1; results/performance.md, section 90). Not for float16, whose ulp is 2^-10 of the value.
+_COARSE = (1.0004607439041138, 1.0151509046554565, 0.4961816668510437)
+_BRIEF = tuple(np.float32(c / 2) for c in _COARSE)
 # Degree 5, fitted as _NARROW (weights 1/exp for a relative fit), rounded to float32: relative
 # 1.5e-7 in float64, 2.0e-7 as float32 fmas evaluate it, and with the one-fma reduction's 6.5e-7 at
 # |k| = 342, under 1e-6 of each term: a tenth of SEMANTICS' 1e-5 for a broadcast sum, which is what
@@ -173,8 +182,9 @@ def _normal_low(cof: float, g: float) -> float:
     holds: |g * cof| at most about 2^-124, and any subnormal g.
 
     The twin's value is s * 2^k, k = round(t * log2e) + 1 + shift, s = p/2 * (g * -m), with p/2 in
-    [0.35, 0.71] and m (cof's mantissa) in [0.5, 1): |s| >= 0.175 |g| >= 2^(eg - 3), eg = floor(log2
-    |g|) (each float32 rounding is monotonic and 2^(eg - 3) representable). So |value| >= 2^-126
+    [0.35, 0.71] (the narrow and the coarse exp alike) and m (cof's mantissa) in [0.5, 1): |s| >=
+    0.175 |g| >= 2^(eg - 3), eg = floor(log2 |g|) (each float32 rounding is monotonic and 2^(eg -
+    3) representable). So |value| >= 2^-126
     where round(t * log2e) >= -124 - eg - shift; the bound is a quarter of a k inside, as
     _twin_range's. A subnormal g counts as 2^-149. An inf or NaN g gives inf or NaN values and a
     zero g zeros, never subnormal ones: -inf."""
@@ -203,6 +213,10 @@ _value_log_half = _log_value(_SHORT, True, ldexp_half)
 # operations of the three powers become 3, and the flag's compare and OR 3 more (_log_twin).
 _value_log_checked = _log_twin(_TAYLOR, False)
 _value_log_narrow_checked = _log_twin(_SHORT, True)
+# Formula.coarse_value and coarse_checked_value: bfloat16 outputs of elementwise walks, where the
+# backend offers them (backends.cpu: the Zen 5); the same steps with the degree-2 exp.
+_value_log_coarse = _log_value(_BRIEF, True)
+_value_log_coarse_checked = _log_twin(_BRIEF, True)
 # Formula.sum_value: the terms of broadcast sums (but 16-bit outs of a one-value gradient, whose
 # terms share one sign: the narrow formula), and its checked twin.
 _value_log_sum = _log_value(_SUM_HALVED, True)
@@ -222,6 +236,8 @@ FORMULA_LOG = Formula(
     half_value=_value_log_half,
     checked_value=_value_log_checked,
     narrow_checked_value=_value_log_narrow_checked,
+    coarse_value=_value_log_coarse,
+    coarse_checked_value=_value_log_coarse_checked,
     checked_range=_twin_range,
     normal_low=_normal_low,
     sum_value=_value_log_sum,

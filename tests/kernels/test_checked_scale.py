@@ -54,9 +54,11 @@ BUILDS = ("apart", "apart checked", "apart raw")
 
 @pytest.fixture(scope="module")
 def builds() -> dict[str, dict[str, cpu_loops.CpuKernels]]:
-    """The loops of the wide formula (float32 out), the narrow one (16-bit) and the half one (float16
-    out of a float16 gradient, which has no twin) by BUILDS, plain first."""
+    """The loops of the wide formula (float32 out), the narrow one (16-bit), the coarse one (bfloat16
+    where the backend takes it) and the half one (float16 out of a float16 gradient, which has no
+    twin) by BUILDS, plain first."""
     sets = {"wide": (LOG.value, LOG.checked_value), "narrow": (LOG.narrow_value, LOG.narrow_checked_value)}
+    sets["coarse"] = (LOG.coarse_value, LOG.coarse_checked_value)
     sets["half"] = (LOG.half_value, None)
     out: dict[str, dict[str, cpu_loops.CpuKernels]] = {}
     for name, (value, twin) in sets.items():
@@ -120,6 +122,7 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 CASES = [
     ("wide", torch.float32, torch.float32),
     ("narrow", torch.bfloat16, torch.bfloat16),
+    ("coarse", torch.bfloat16, torch.bfloat16),
     ("narrow", torch.float16, torch.float16),
     ("narrow", torch.float16, torch.float32),  # a float32 gradient with a float16 out (SEMANTICS allows it)
     ("half", torch.float16, torch.float16),
@@ -147,12 +150,13 @@ def test_checked_and_apart_loops_store_the_formulas_bits(
 
 @pytest.mark.parametrize("loops", BUILDS)
 def test_every_sixteen_bit_target_through_the_checked_and_apart_loops(builds, loops) -> None:
-    """All 65536 float16 and bfloat16 targets, each tile mixing flagged and unflagged elements, at
-    cof's exponent at both ends of its range (1 and 2^-62) and between; bfloat16 also with 0-d
-    gradients that make some values subnormal (-2^-110) or leave no t around 0 whose value is
-    normal at any of these cofs (2^-126: Formula.normal_low not negative)."""
-    plain, other = builds["narrow"]["plain"], builds["narrow"][loops]
-    for dtype in (torch.float16, torch.bfloat16):
+    """All 65536 float16 and bfloat16 targets (bfloat16 by the narrow and the coarse formula), each
+    tile mixing flagged and unflagged elements, at cof's exponent at both ends of its range (1 and
+    2^-62) and between; bfloat16 also with 0-d gradients that make some values subnormal (-2^-110)
+    or leave no t around 0 whose value is normal at any of these cofs (2^-126: Formula.normal_low
+    not negative)."""
+    for name, dtype in (("narrow", torch.float16), ("narrow", torch.bfloat16), ("coarse", torch.bfloat16)):
+        plain, other = builds[name]["plain"], builds[name][loops]
         t = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(dtype)
         tiny = [torch.tensor(v, dtype=dtype) for v in (-(2.0**-110), 2.0**-126)] if dtype is torch.bfloat16 else []
         for g in (torch.tensor(1.25, dtype=dtype), torch.full((t.numel(),), -3.0, dtype=dtype), *tiny):
@@ -160,7 +164,7 @@ def test_every_sixteen_bit_target_through_the_checked_and_apart_loops(builds, lo
                 want, got = torch.empty_like(t), torch.empty_like(t)
                 _launch(plain, g, t, want, cof, cores=1, stream=False)
                 _launch(other, g, t, got, cof, cores=1, stream=False)
-                assert _same_bits(got, want), (dtype, cof)
+                assert _same_bits(got, want), (name, dtype, cof)
 
 
 _range = njit(LOG.checked_range)
@@ -203,31 +207,38 @@ def test_the_raw_limits_hold_every_t_the_twin_takes_and_no_other(dtype: torch.dt
         assert float(k_real.max()) > 125.0 and float(k_real.min()) < -124.0, cof
 
 
-_narrow_twin = njit(LOG.narrow_checked_value)
 _normal_low = njit(LOG.normal_low)
 
 
-@njit
-def _smallest_value(ts, g, cof, lo, hi):
-    """The smallest |value| of the narrow twin over the t of ``ts`` in [lo, hi], and whether any of
-    them was flagged."""
-    least, flagged = np.float32(np.inf), False
-    for t in ts:
-        if lo <= t <= hi:
-            v, bad = _narrow_twin(g, t, t, cof)
-            least = min(least, abs(v))
-            flagged |= bad
-    return least, flagged
+def _smallest_value_of(twin: Callable[..., tuple[float, bool]]) -> Callable[..., tuple[float, bool]]:
+    compiled = njit(twin)
+
+    @njit
+    def smallest(ts, g, cof, lo, hi):
+        """The smallest |value| of the twin over the t of ``ts`` in [lo, hi], and whether any of
+        them was flagged."""
+        least, flagged = np.float32(np.inf), False
+        for t in ts:
+            if lo <= t <= hi:
+                v, bad = compiled(g, t, t, cof)
+                least = min(least, abs(v))
+                flagged |= bad
+        return least, flagged
+
+    return smallest
 
 
-def test_normal_low_leaves_no_subnormal_value_and_is_near_tight() -> None:
-    """Formula.normal_low against the narrow twin itself, over every finite bfloat16 target: for 0-d
+@pytest.mark.parametrize("twin", ["narrow", "coarse"])
+def test_normal_low_leaves_no_subnormal_value_and_is_near_tight(twin: str) -> None:
+    """Formula.normal_low against the narrow and the coarse twin themselves (one bound for both: their
+    exps' p/2 both lie in [0.35, 0.71]), over every finite bfloat16 target: for 0-d
     gradients from the least subnormal to 2^127 (powers of two and 1.5 times them, both signs) and
     every exponent cof can have, each t in [max(lo, normal_low), hi] (lo, hi: the twin's range) has a
     value that is zero or normal (>= 2^-126) and no flag: what cpu_loops' raw flag pass relies on
     when it stores such a bfloat16 out unfixed. Where the bound is above lo and below 0 it costs at
     most a few binades: the least value taken is under 2^-122. A zero gradient keeps the whole
     range; normal_low reaches 0 only where |g * cof| is under 2^-124."""
+    smallest = _smallest_value_of({"narrow": LOG.narrow_checked_value, "coarse": LOG.coarse_checked_value}[twin])
     ts = torch.arange(2**16, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).float().numpy()
     ts = ts[np.isfinite(ts)]
     grads = [m * 2.0**e for e in range(-149, 128, 3) for m in (1.0, -1.5) if m * 2.0**e < 3e38]
@@ -239,7 +250,7 @@ def test_normal_low_leaves_no_subnormal_value_and_is_near_tight() -> None:
             if low >= 0:
                 assert abs(g * cof) < 2.0**-124, (g, cof)
                 continue
-            least, flagged = _smallest_value(ts, np.float32(g), np.float32(cof), max(lo, low), hi)
+            least, flagged = smallest(ts, np.float32(g), np.float32(cof), max(lo, low), hi)
             assert not flagged and least >= 2.0**-126, (g, cof, least)
             if low > lo:
                 assert least < 2.0**-122, (g, cof, least)
@@ -262,17 +273,19 @@ def _bf16_subnormal(v: torch.Tensor) -> torch.Tensor:
     return (bits > 0) & (bits < 0x0080)
 
 
+@pytest.mark.parametrize("formula", ["narrow", "coarse"])
 @pytest.mark.parametrize("loops", BUILDS)
 def test_subnormal_bfloat16_outs_through_the_twins_unfixed_store(
-    builds, monkeypatch: pytest.MonkeyPatch, loops: str
+    builds, monkeypatch: pytest.MonkeyPatch, loops: str, formula: str
 ) -> None:
     """Where the host has AVX512-BF16 the twins store bfloat16 without the subnormal fix-up and flag
     the nonzero subnormals (cpu_loops._store_or_flag), so their tile or run is redone by the formula
     (a 0-d gradient's raw build: held to Formula.normal_low instead, cpu_loops.normal_run).
     Targets whose outputs cross 2^-126 while k stays in [-126, 127] (g * cof = 2^-40, t in [-64, -55]):
     some tiles and runs hold subnormal outputs, some do not; every bit the formula's, contiguous
-    (0-d and full gradients, 1 and 2 cores) and through the transposed and broadcast walks."""
-    plain, other = builds["narrow"]["plain"], builds["narrow"][loops]
+    (0-d and full gradients, 1 and 2 cores) and through the transposed and broadcast walks; the
+    narrow formula and the coarse one."""
+    plain, other = builds[formula]["plain"], builds[formula][loops]
     t = torch.linspace(-64.0, -55.0, N, dtype=torch.float64)
     t[: 8 * TILE] = -30.0  # tiles with no subnormal output (the twin's alone)
     t = t.to(torch.bfloat16)
@@ -285,16 +298,23 @@ def test_subnormal_bfloat16_outs_through_the_twins_unfixed_store(
             assert _same_bits(got, want), f"{(got.view(torch.int16) != want.view(torch.int16)).sum()} differ"
     tw = torch.linspace(-64.0, -55.0, 64 * 5000, dtype=torch.float64).reshape(5000, 64).to(torch.bfloat16)
     g = torch.full((64, 5000), 2.0**-40, dtype=torch.bfloat16)
-    for want, got in _through_the_walks(builds, monkeypatch, loops, g, tw, "none"):
+    for want, got in _through_the_walks(builds, monkeypatch, loops, g, tw, "none", formula):
         assert _bf16_subnormal(want).sum() > 100
         assert torch.equal(as_bits(got), as_bits(want))
 
 
 def _through_the_walks(
-    builds, monkeypatch: pytest.MonkeyPatch, loops: str, g: torch.Tensor, tw: torch.Tensor, reduction: str
+    builds,
+    monkeypatch: pytest.MonkeyPatch,
+    loops: str,
+    g: torch.Tensor,
+    tw: torch.Tensor,
+    reduction: str,
+    formula: str = "narrow",
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(the plain build's out, ``loops``' out) of the narrow formula through the strided config's
-    transposed walk (target ``tw.t()``) and its broadcast rows (that target's first row over all)."""
+    """(the plain build's out, ``loops``' out) of the narrow (or coarse) formula through the strided
+    config's transposed walk (target ``tw.t()``) and its broadcast rows (that target's first row
+    over all), the build standing in for every 16-bit formula the backend may pick."""
     summed = cpu.BACKEND.kernels(LOG, summed=True)
     config = Tiling(tile=4096, cores=min(2, cpu_loops.max_threads()), variant=Variant.STRIDED)
     rows, cols = tw.shape[1], tw.shape[0]
@@ -302,15 +322,16 @@ def _through_the_walks(
     targets = (tw.t(), tw.t()[:1].contiguous().expand(rows, cols))
     outs = []
     for build in ("plain", loops):
-        narrow = builds["narrow"][build]
-        monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (narrow, narrow, summed, narrow))
+        narrow = builds[formula][build]
+        monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (narrow, narrow, summed, narrow, narrow))
         outs.append([kernels.kl_div_backward(g, x, t, reduction, True, config=config) for t in targets])
     return list(zip(*outs, strict=True))
 
 
+@pytest.mark.parametrize("formula", ["narrow", "coarse"])
 @pytest.mark.parametrize("loops", ["apart checked", "apart raw"])
 def test_subnormal_bfloat16_outs_through_the_walks_runs_with_a_one_value_gradient(
-    builds, monkeypatch: pytest.MonkeyPatch, loops: str
+    builds, monkeypatch: pytest.MonkeyPatch, loops: str, formula: str
 ) -> None:
     """The transposed and broadcast walks' runs with a 0-d gradient: where the loops flag from the
     raw patterns, a bfloat16 run of a 16-bit target is held to Formula.normal_low and stored
@@ -321,7 +342,7 @@ def test_subnormal_bfloat16_outs_through_the_walks_runs_with_a_one_value_gradien
     for g, lo, hi in cases:
         tw = torch.linspace(lo, hi, 64 * 5000, dtype=torch.float64).reshape(5000, 64).to(torch.bfloat16)
         grad = torch.tensor(g, dtype=torch.bfloat16)
-        for want, got in _through_the_walks(builds, monkeypatch, loops, grad, tw, "sum"):
+        for want, got in _through_the_walks(builds, monkeypatch, loops, grad, tw, "sum", formula):
             assert g == 0.0 or _bf16_subnormal(want).sum() > 100, g
             assert torch.equal(as_bits(got), as_bits(want)), g
 
@@ -397,10 +418,11 @@ def _use_builds(builds, build: str, monkeypatch: pytest.MonkeyPatch) -> None:
     the formula's own apart build where it has no twin; the summed loops the backend's."""
     summed = cpu.BACKEND.kernels(LOG, summed=True)
     sets = {}
-    for name in ("wide", "narrow", "half"):
+    for name in ("wide", "narrow", "half", "coarse"):
         loops = builds[name]
         sets[name] = loops["plain"] if build == "plain" else loops.get(build, loops["apart"])
-    monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (sets["wide"], sets["narrow"], summed, sets["half"]))
+    chosen = (sets["wide"], sets["narrow"], summed, sets["half"], sets["coarse"])
+    monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, chosen)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
@@ -482,7 +504,7 @@ def test_reduce_walk_lanes_through_the_twin_store_the_formulas_bits(
     def outs(build: str) -> list[torch.Tensor]:
         narrow = builds["narrow"]["plain" if build == "plain" else "apart checked"]
         summed = sum_builds[build]
-        monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (builds["wide"]["plain"], narrow, summed, narrow))
+        monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (builds["wide"]["plain"], narrow, summed, narrow, narrow))
         config = Tiling(tile=256, cores=min(2, cpu_loops.max_threads()), variant=Variant.REDUCE)
         return [kernels.kl_div_backward(g, x, t, red, True, config=config) for g, red in grads]
 
@@ -507,7 +529,7 @@ def test_a_transposed_tile_of_one_strided_row_stays_inline(builds, monkeypatch: 
     outs = []
     for build in ("plain", "apart checked"):
         wide = builds["wide"][build]
-        monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (wide, wide, summed, wide))
+        monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (wide, wide, summed, wide, wide))
         outs.append(
             [
                 kernels.kl_div_backward(a, x, b, "none", True, config=config)
@@ -543,12 +565,14 @@ def test_the_backend_takes_the_twins_where_ldexp_is_three_powers_or_the_cpu_is_l
     backend = cpu.CpuBackend(Spy())  # type: ignore[arg-type]
     for narrow, summed, half in ((False, False, False), (True, False, False), (True, False, True)):
         backend.kernels(LOG, narrow, summed=summed, half=half)
+    backend.kernels(LOG, True, coarse=True)
     backend.kernels(LOG, summed=True)
     twins = dict(given)
     on = cpu_loops.CHECKED_SCALE
     wide_inline = on and cpu_loops.HAS_SCALEF  # the Zen 5: float32 outs keep the formula's own loops
     assert twins[LOG.value] is (LOG.checked_value if on and not wide_inline else None)
     assert twins[LOG.narrow_value] is (LOG.narrow_checked_value if on else None)
+    assert twins[LOG.coarse_value] is (LOG.coarse_checked_value if on else None)
     assert twins[LOG.sum_value] is (LOG.sum_checked_value if on else None)
     assert twins.get(LOG.half_value) is None
     # The twin's range and its normal values' bound go with the twin, where the loops flag from the

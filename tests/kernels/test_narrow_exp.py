@@ -1,6 +1,9 @@
 """KL log_target's shorter formulas: the narrow one (Formula.narrow_value), the degree-3 exp the CPU
-backend runs for float16/bfloat16 outputs of elementwise walks; the sum one (Formula.sum_value), the
-degree-5 exp of a broadcast sum's terms; and the degree-7 one it keeps everywhere else.
+backend runs for float16/bfloat16 outputs of elementwise walks; the coarse one (Formula.coarse_value),
+the degree-2 exp it runs for bfloat16 outputs where the host takes it (backends.cpu.coarse_offered:
+the Zen 5; these tests take it on any host, and leave it off, by the backend's switch); the sum one
+(Formula.sum_value), the degree-5 exp of a broadcast sum's terms; and the degree-7 one it keeps
+everywhere else.
 
 The narrow exp is held to the 16-bit bar on every float16 and bfloat16 target there is (65536 bit
 patterns each, NaN and inf and subnormals included), through the library on the CPU backend, in
@@ -15,18 +18,38 @@ to the 16-bit bar on every target again.
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 import torch
 
 import kernels
-from kernels import aclnn
+from kernels import aclnn, dispatch
 from kernels.backends import cpu, cpu_loops
 from kernels.ops import kl_div
 from tests.helpers import assert_within
 
 SIXTEEN = (torch.float16, torch.bfloat16)
+# (out dtype, whether the backend takes the coarse formula): bfloat16 both ways, on any host.
+EXPS = [(torch.float16, False), (torch.bfloat16, False), (torch.bfloat16, True)]
+EXP_IDS = ["float16", "bfloat16-narrow", "bfloat16-coarse"]
+
+
+@pytest.fixture
+def coarse(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[bool], None]]:
+    """Sets whether the CPU backend's bfloat16 outputs take the coarse formula (CpuBackend.coarse,
+    its host's pick), with no plan cached from before (each plan holds the loops it was made with)."""
+
+    def take(on: bool) -> None:
+        monkeypatch.setattr(cpu.BACKEND, "coarse", on)
+        dispatch.clear_plans()
+
+    yield take
+    dispatch.clear_plans()
 
 
 def _every_value(dtype: torch.dtype) -> torch.Tensor:
@@ -43,6 +66,19 @@ def test_narrow_polynomial_error_bound_in_float64() -> None:
     p = ((c[3] * r + c[2]) * r + c[1]) * r + c[0]
     worst = float(np.max(np.abs(p / np.exp(r) - 1.0)))
     assert worst < 2.0**-13 and worst > 0.0, worst
+
+
+def test_coarse_polynomial_error_bound_in_float64() -> None:
+    """The degree-2 coefficients as shipped (float32), over the reduced range and a little past it:
+    under 1.8e-3 of exp, so that with the 256 ulps at most that a bfloat16 value spans (8 bits) it is
+    under 0.47 ulp, and one rounding into bfloat16 stays within 1 ulp. It is not within float16's:
+    1.7e-3 of a value is up to 3.6 of its ulps, the reason float16 keeps the narrow exp."""
+    r = np.linspace(-0.35, 0.35, 400_001)
+    c = [2.0 * float(v) for v in kl_div._BRIEF]  # shipped halved (exactly): the exp is twice them
+    p = (c[2] * r + c[1]) * r + c[0]
+    worst = float(np.max(np.abs(p / np.exp(r) - 1.0)))
+    assert 1.7e-3 < worst < 1.8e-3, worst
+    assert worst * 2**8 < 0.47 and worst * 2**11 > 1.0
 
 
 def test_sum_polynomial_error_bound_in_float64() -> None:
@@ -81,9 +117,12 @@ def test_broadcast_sum_terms_within_the_bar_over_the_exp_range(
     assert_within(out, ref, 0.0 if dtype == torch.float32 else 1.0, rel_to=scale, rel=1e-5)
 
 
-@pytest.mark.parametrize("dtype", SIXTEEN, ids=str)
+@pytest.mark.parametrize(("dtype", "take_coarse"), EXPS, ids=EXP_IDS)
 @pytest.mark.parametrize("config", ["flat", "scalar_grad"])
-def test_narrow_exp_within_one_ulp_on_every_16_bit_target(dtype: torch.dtype, config: str) -> None:
+def test_narrow_exp_within_one_ulp_on_every_16_bit_target(
+    coarse: Callable[[bool], None], dtype: torch.dtype, take_coarse: bool, config: str
+) -> None:
+    coarse(take_coarse)
     t = _every_value(dtype)
     # g = -1: out = exp(t) itself, so the exp alone is measured, over its whole 16-bit range.
     g = torch.full((), -1.0, dtype=dtype) if config == "scalar_grad" else torch.full_like(t, -1.0)
@@ -92,10 +131,13 @@ def test_narrow_exp_within_one_ulp_on_every_16_bit_target(dtype: torch.dtype, co
     assert_within(out, kl_div.reference(g, t, t, "sum", True), 1.0)
 
 
-@pytest.mark.parametrize("dtype", SIXTEEN, ids=str)
-def test_narrow_exp_within_one_ulp_in_the_strided_walk(dtype: torch.dtype) -> None:
+@pytest.mark.parametrize(("dtype", "take_coarse"), EXPS, ids=EXP_IDS)
+def test_narrow_exp_within_one_ulp_in_the_strided_walk(
+    coarse: Callable[[bool], None], dtype: torch.dtype, take_coarse: bool
+) -> None:
     """Every 16-bit target again, as a transposed view: the strided and transposed walks of the
-    elementwise layout run the narrow formula too."""
+    elementwise layout run the narrow (or coarse) formula too."""
+    coarse(take_coarse)
     t = _every_value(dtype).reshape(256, 256).t()
     # |g| in [1, 2), so exp(t) * g overflows float32 only where the exact value overflows the dtype
     # (bfloat16 reaches exp(88.8) = float32's max: its product with g < 1 would be float32's inf).
@@ -150,6 +192,41 @@ def test_one_value_gradient_sums_take_the_narrow_exp_within_one_ulp_on_every_16_
         assert (picked is narrow, picked is summed) == want
 
 
+@pytest.mark.parametrize("config", [{"variant": "scalar_grad", "tile": 1024, "cores": 1}, None], ids=["0-d", "strided"])
+def test_the_coarse_switch_reaches_bfloat16_outs_of_elementwise_walks_alone(
+    coarse: Callable[[bool], None], config: dict[str, object] | None
+) -> None:
+    """Every bfloat16 target through the contiguous loop (0-d gradient) and the transposed walk,
+    with the backend's coarse switch off and on: the bits differ where the degree-2 exp rounds
+    otherwise (it must reach the loops), by at most 1 ulp of each other. A float16 out, and a
+    bfloat16 out of a one-value gradient's sum, keep the narrow formula's bits either way."""
+    every = _every_value(torch.bfloat16)
+    t = every if config is not None else every.reshape(256, 256).t()
+    half = _every_value(torch.float16)
+    summed_t = every.reshape(1024, 64).t().contiguous()
+    g = torch.tensor(-0.75, dtype=torch.bfloat16)
+    outs = []
+    for on in (False, True):
+        coarse(on)
+        outs.append(
+            (
+                kernels.kl_div_backward(g, t, t, "sum", True, backend="cpu", config=config),
+                kernels.kl_div_backward(g.half(), half, half, "sum", True, backend="cpu", config=config),
+                kernels.kl_div_backward(g, torch.zeros(1, 1024, dtype=torch.bfloat16), summed_t, "sum", True),
+            )
+        )
+    (narrow, f16_off, sum_off), (brief, f16_on, sum_on) = outs
+    finite = narrow.isfinite() & brief.isfinite()
+    differ = (narrow.view(torch.int16) != brief.view(torch.int16)) & finite
+    # About 1 in 5 of the ~3800 targets whose exp is neither 1, 0 nor inf in bfloat16 (766 on the
+    # contiguous loop): the switch reaches the loops.
+    assert int(differ.sum()) > 300, int(differ.sum())
+    steps = (narrow.view(torch.int16).int() - brief.view(torch.int16).int()).abs()[finite]
+    assert int(steps.max()) == 1
+    assert torch.equal(f16_off.view(torch.int16), f16_on.view(torch.int16))
+    assert torch.equal(sum_off.view(torch.int16), sum_on.view(torch.int16))
+
+
 def _float16_grads(shape: tuple[int, ...]) -> torch.Tensor:
     """float16 gradients over the whole range, as ldexp_half's bound reads it: every binade from the
     smallest subnormal to 65504, both signs, and 0, inf, NaN."""
@@ -195,6 +272,39 @@ def test_only_formulas_with_a_narrow_or_sum_value_get_their_own_kernels_plumbing
     # The half loops are their own only where ldexp takes more than one instruction (no AVX-512F).
     assert (half is narrow) is not cpu_loops.HALF_SCALE
     assert backend.kernels(kl_div.FORMULA_LOG, False, half=True) is wide  # half applies to narrow outs
+    # The coarse loops are their own wherever asked for; sums and wide outs never take them.
+    coarse = backend.kernels(kl_div.FORMULA_LOG, True, coarse=True)
+    assert len({id(wide), id(narrow), id(summed), id(coarse)}) == 4
+    assert backend.kernels(kl_div.FORMULA_LOG, True, summed=True, coarse=True) is narrow
+    assert backend.kernels(kl_div.FORMULA_LOG, False, coarse=True) is wide
     plain = backend.kernels(kl_div.FORMULA, False)
     assert backend.kernels(kl_div.FORMULA, True) is plain and backend.kernels(kl_div.FORMULA, summed=True) is plain
     assert backend.kernels(kl_div.FORMULA, True, half=True) is plain
+    assert backend.kernels(kl_div.FORMULA, True, coarse=True) is plain
+
+
+@pytest.mark.parametrize(
+    ("cpu_name", "switch", "expected"),
+    [
+        ("znver5", None, "True"),
+        ("znver4", None, "False"),
+        ("znver3", None, "False"),
+        ("znver4", "1", "True"),
+        ("znver5", "0", "False"),
+        ("znver5", "yes", "LOSSTUNE_CPU_COARSE: expected 0 or 1, got 'yes'"),
+    ],
+)
+def test_the_coarse_pick_follows_the_cpu_compiled_for_and_its_switch(
+    cpu_name: str, switch: str | None, expected: str
+) -> None:
+    """Unset, the backend takes the coarse formula on the CPUs of cpu._COARSE_CPUS (the Zen 5) and
+    nowhere else, read from numba's CPU (NUMBA_CPU_NAME), as every feature gate reads it; the
+    switch says yes or no on any host, and anything else is refused by name."""
+    code = "from kernels.backends import cpu; print(cpu.BACKEND.coarse)"
+    env = {k: v for k, v in os.environ.items() if k not in ("LOSSTUNE_CPU_COARSE", "NUMBA_CPU_FEATURES")}
+    env["NUMBA_CPU_NAME"] = cpu_name
+    if switch is not None:
+        env["LOSSTUNE_CPU_COARSE"] = switch
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert expected in (run.stdout if run.returncode == 0 else run.stderr)
+    assert (run.returncode == 0) is (switch in (None, "0", "1"))

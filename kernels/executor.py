@@ -39,7 +39,8 @@ class Formula:
     log_target: bool = False
     # The formula for a float16/bfloat16 output of an elementwise walk, where a cheaper one is
     # accurate enough: its float32 result is rounded once into 11 or 8 bits, so it need not carry
-    # float32's 24 (KL log_target's exp: degree 3 for degree 7). None: ``value`` for every dtype.
+    # float32's 24 (KL log_target's exp: degree 3 for degree 7; a bfloat16 output takes coarse_value
+    # instead where the backend offers it). None: ``value`` for every dtype.
     # Broadcast sums take it only where the gradient is one value: their terms add up in float32
     # first, and a sum that cancels keeps its terms' relative error; with one gradient KL
     # log_target's terms share its sign (backends.cpu.CpuBackend._loop_set).

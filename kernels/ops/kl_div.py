@@ -75,9 +75,13 @@ _SHORT = tuple(np.float32(c / 2) for c in _NARROW)
 # Lawson's reweighted least squares in float64), rounded to float32, to relative 1.78e-3
 # (tests: test_narrow_exp). A bfloat16 value carries 8 bits: its ulp is over 2^-8 of the value, so
 # 1.78e-3 of the value is under 0.46 ulp, and with the one rounding's half ulp a bfloat16 result
-# stays within 0.96 ulp of the exact one.
+# stays within 0.96 ulp of the exact one. But not at the overflow threshold T = (2 - 2^-8) * 2^127:
+# where the exact value lies within 1.78e-3 of T the result may round to inf where the reference's
+# rounds to bfloat16's max, or the reverse (as within the narrow exp's 1.03e-4 of it; no exp short
+# of a correctly rounded one avoids such a band; test_narrow_exp holds each exp to its own).
 # Two fmas where the narrow exp has three: 0.89x its loop's time in C on the Zen 5 (one thread, in
-# L1; results/performance.md, section 90). Not for float16, whose ulp is 2^-10 of the value.
+# L1; results/performance.md, section 90). Not for float16, whose ulp is 2^-11 to 2^-10 of the
+# value.
 _COARSE = (1.0004607439041138, 1.0151509046554565, 0.4961816668510437)
 _BRIEF = tuple(np.float32(c / 2) for c in _COARSE)
 # Degree 5, fitted as _NARROW (weights 1/exp for a relative fit), rounded to float32: relative
@@ -197,8 +201,9 @@ def _normal_low(cof: float, g: float) -> float:
 
 
 _value_log = _log_value(_TAYLOR, False)
-# Formula.narrow_value: 16-bit outputs of elementwise walks; two float32 roundings of the product,
-# far inside the 16-bit result's half ulp.
+# Formula.narrow_value: 16-bit outputs of elementwise walks (bfloat16 ones take coarse_value where
+# the backend offers it); two float32 roundings of the product, far inside the 16-bit result's half
+# ulp.
 _value_log_narrow = _log_value(_SHORT, True)
 # Formula.half_value: float16 outputs of elementwise walks whose gradient is float16 too. Then
 # |p/2 * g * m| lies in [2^-27, 2^16] (|g| in [2^-24, 65504], p/2 in [0.35, 0.71], m in [0.5, 1)), or

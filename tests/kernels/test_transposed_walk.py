@@ -158,11 +158,9 @@ def test_plumbing_with_a_spy_kernel_the_launch_streams_where_the_config_and_out_
     seen: list[bool] = []
     real = cpu.BACKEND.kernels
 
-    def spied(
-        formula: object, narrow: bool = False, *, summed: bool = False, half: bool = False
-    ) -> cpu_loops.CpuKernels:
+    def spied(formula: object, narrow: bool = False, **picks: bool) -> cpu_loops.CpuKernels:
         spy = lambda *args: seen.append(bool(args[-1]))  # noqa: E731
-        loops = real(formula, narrow, summed=summed, half=half)
+        loops = real(formula, narrow, **picks)  # summed, half, coarse: whatever the backend picks by
         return dataclasses.replace(loops, transposed={(tiling.CPU_TRANSPOSED_TILE, 0): (spy, spy)})
 
     monkeypatch.setattr(cpu.BACKEND, "kernels", spied)

@@ -186,12 +186,11 @@ def _normal_low(cof: float, g: float) -> float:
     holds: |g * cof| at most about 2^-124, and any subnormal g.
 
     The twin's value is s * 2^k, k = round(t * log2e) + 1 + shift, s = p/2 * (g * -m), with p/2 in
-    [0.35, 0.71] (the narrow and the coarse exp alike) and m (cof's mantissa) in [0.5, 1): |s| >=
-    0.175 |g| >= 2^(eg - 3), eg = floor(log2 |g|) (each float32 rounding is monotonic and 2^(eg -
-    3) representable). So |value| >= 2^-126
-    where round(t * log2e) >= -124 - eg - shift; the bound is a quarter of a k inside, as
-    _twin_range's. A subnormal g counts as 2^-149. An inf or NaN g gives inf or NaN values and a
-    zero g zeros, never subnormal ones: -inf."""
+    [0.35, 0.71] (the narrow and the coarse exp alike) and m (cof's mantissa) in [0.5, 1):
+    |s| >= 0.175 |g| >= 2^(eg - 3), eg = floor(log2 |g|) (each float32 rounding is monotonic and
+    2^(eg - 3) representable). So |value| >= 2^-126 where round(t * log2e) >= -124 - eg - shift;
+    the bound is a quarter of a k inside, as _twin_range's. A subnormal g counts as 2^-149. An inf
+    or NaN g gives inf or NaN values and a zero g zeros, never subnormal ones: -inf."""
     bits = np.float32(g).view(np.int32) & 0x7FFFFFFF
     if bits == 0 or bits >= 0x7F800000:
         return np.float32(-np.inf)

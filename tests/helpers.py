@@ -65,12 +65,12 @@ def count_copy_runs(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return calls
 
 
-def run_fresh(code: str, env: dict[str, str]) -> str:
-    """Run ``code`` in a new interpreter at the repository root with ``env`` added (the CPU
-    backend picks its instruction builds when it is imported) and return what it printed."""
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env}, cwd=ROOT
-    )
+def run_fresh(code: str, env: dict[str, str], unset: tuple[str, ...] = ()) -> str:
+    """Run ``code`` in a new interpreter at the repository root with ``env`` added and the variables
+    ``unset`` removed (the CPU backend picks its instruction builds when it is imported) and return
+    what it printed."""
+    kept = {k: v for k, v in os.environ.items() if k not in unset}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**kept, **env}, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout.strip()
 

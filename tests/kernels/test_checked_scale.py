@@ -25,7 +25,7 @@ from kernels.backends import cpu, cpu_loops
 from kernels.modes import Variant
 from kernels.ops import kl_div, mse
 from kernels.tiling import Tiling
-from tests.helpers import as_bits
+from tests.helpers import as_bits, run_fresh
 
 LOG = kl_div.FORMULA_LOG
 TILE = 1024
@@ -262,10 +262,8 @@ def test_the_raw_flag_follows_the_cpu_compiled_for(cpu_name: str, expected: str)
     AVX2 hosts where the twin also runs among them; the CPU is numba's (NUMBA_CPU_NAME), as every
     feature gate reads it."""
     code = "from kernels.backends import cpu_loops; print(cpu_loops.RAW_FLAG)"
-    env = {k: v for k, v in os.environ.items() if k not in ("LOSSTUNE_CPU_RAW_FLAG", "NUMBA_CPU_FEATURES")}
-    env["NUMBA_CPU_NAME"] = cpu_name
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert run.stdout.strip() == expected
+    unset = ("LOSSTUNE_CPU_RAW_FLAG", "NUMBA_CPU_FEATURES")
+    assert run_fresh(code, {"NUMBA_CPU_NAME": cpu_name}, unset) == expected
 
 
 def _bf16_subnormal(v: torch.Tensor) -> torch.Tensor:

@@ -31,7 +31,7 @@ import kernels
 from kernels import aclnn, dispatch
 from kernels.backends import cpu, cpu_loops
 from kernels.ops import kl_div
-from tests.helpers import assert_within
+from tests.helpers import assert_within, run_fresh
 
 SIXTEEN = (torch.float16, torch.bfloat16)
 # (out dtype, whether the backend takes the coarse formula): bfloat16 both ways, on any host.
@@ -322,6 +322,10 @@ def test_only_formulas_with_a_narrow_or_sum_value_get_their_own_kernels_plumbing
     assert backend.kernels(kl_div.FORMULA, True, coarse=True) is plain
 
 
+_COARSE_PICK = "from kernels.backends import cpu; print(cpu.BACKEND.coarse)"
+_COARSE_UNSET = ("LOSSTUNE_CPU_COARSE", "NUMBA_CPU_FEATURES")
+
+
 @pytest.mark.parametrize(
     ("cpu_name", "switch", "expected"),
     [
@@ -330,7 +334,6 @@ def test_only_formulas_with_a_narrow_or_sum_value_get_their_own_kernels_plumbing
         ("znver3", None, "False"),
         ("znver4", "1", "True"),
         ("znver5", "0", "False"),
-        ("znver5", "yes", "LOSSTUNE_CPU_COARSE: expected 0 or 1, got 'yes'"),
     ],
 )
 def test_the_coarse_pick_follows_the_cpu_compiled_for_and_its_switch(
@@ -338,12 +341,12 @@ def test_the_coarse_pick_follows_the_cpu_compiled_for_and_its_switch(
 ) -> None:
     """Unset, the backend takes the coarse formula on the CPUs of cpu._COARSE_CPUS (the Zen 5) and
     nowhere else, read from numba's CPU (NUMBA_CPU_NAME), as every feature gate reads it; the
-    switch says yes or no on any host, and anything else is refused by name."""
-    code = "from kernels.backends import cpu; print(cpu.BACKEND.coarse)"
-    env = {k: v for k, v in os.environ.items() if k not in ("LOSSTUNE_CPU_COARSE", "NUMBA_CPU_FEATURES")}
-    env["NUMBA_CPU_NAME"] = cpu_name
-    if switch is not None:
-        env["LOSSTUNE_CPU_COARSE"] = switch
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
-    assert expected in (run.stdout if run.returncode == 0 else run.stderr)
-    assert (run.returncode == 0) is (switch in (None, "0", "1"))
+    switch says yes or no on any host."""
+    env = {"NUMBA_CPU_NAME": cpu_name} | ({} if switch is None else {"LOSSTUNE_CPU_COARSE": switch})
+    assert run_fresh(_COARSE_PICK, env, _COARSE_UNSET) == expected
+
+
+def test_the_coarse_switch_refuses_anything_but_0_or_1_by_name() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in _COARSE_UNSET} | {"LOSSTUNE_CPU_COARSE": "yes"}
+    run = subprocess.run([sys.executable, "-c", _COARSE_PICK], env=env, capture_output=True, text=True, check=False)
+    assert run.returncode != 0 and "LOSSTUNE_CPU_COARSE: expected 0 or 1, got 'yes'" in run.stderr

@@ -47,15 +47,11 @@ ROWS = (
 )
 
 
-def backends(ks: list[int]) -> tuple[CpuBackend, dict[int, CpuBackend]]:
-    """The shipped walk's backend and one per K: each builds its loops with HELD_TILES as set here."""
-    cpu_loops.HELD_TILES = 0
-    shipped = CpuBackend()
-    held = {}
-    for k in ks:
-        cpu_loops.HELD_TILES = k
-        held[k] = CpuBackend()
-    return shipped, held
+def launch(be: CpuBackend, k: int, ex: object) -> None:
+    """``ex`` on ``be``, whose loops are built with HELD_TILES = k: a backend builds a formula's loops
+    on its first launch of that formula, reading HELD_TILES then (not when it is constructed)."""
+    cpu_loops.HELD_TILES = k
+    be.launch(ex)
 
 
 def main() -> None:
@@ -63,22 +59,22 @@ def main() -> None:
     ks = [int(k) for k in sys.argv[2].split(",")] if len(sys.argv) > 2 else [1, 4, 8]
     assert hasattr(cpu_loops, "HELD_TILES"), "apply held_tiles.diff to kernels/backends/cpu_loops.py first"
     table = {e["case"]: Tiling.from_dict(e["config"]) for e in json.loads(SHIPPED.read_text())["entries"]}
-    shipped_be, held = backends(ks)
+    shipped_be, held = CpuBackend(), {k: CpuBackend() for k in ks}
     print(f"# {cpu_loops.target_cpu()}, 2^22, {rounds} rounds; ratios over the contiguous partner, median (min-max)")
     for op, log, dtype, red in ROWS:
         case = Case(op, dtype, (N,), red, log_target=log, layout=InputLayout.TRANSPOSED)
         base = table[case.label()]
         g, x, t = case.inputs("cpu")
-        variants = [("shipped " + base.short(), shipped_be, base)]
+        variants = [("shipped " + base.short(), shipped_be, 0, base)]
         for k in ks:
             for stream in (False, True):
                 config = dataclasses.replace(base, defer_out=True, transpose_in=False, stream=stream)
-                variants.append((f"K={k} {'nt' if stream else 'ord'}", held[k], config))
+                variants.append((f"K={k} {'nt' if stream else 'ord'}", held[k], k, config))
         outs, exs = [], []
-        for _, be, config in variants:
+        for _, be, k, config in variants:
             out = case.out_like(x)
             ex = case.phase_one(g, x, t, out, "cpu", config=config)
-            be.launch(ex)
+            launch(be, k, ex)
             outs.append(out)
             exs.append(ex)
         for out in outs[1:]:
@@ -86,11 +82,12 @@ def main() -> None:
         flat = Case(case.op, case.dtype, case.shape, case.reduction, log_target=case.log_target)
         fg, fx, ft = flat.inputs("cpu")
         fex = flat.phase_one(fg, fx, ft, flat.out_like(fx), "cpu")
-        runs = [(lambda _, be=be, ex=ex: be.launch(ex)) for (_, be, _), ex in zip(variants, exs, strict=True)]
+        launch(shipped_be, 0, fex)
+        runs = [(lambda _, be=be, ex=ex: be.launch(ex)) for (_, be, _, _), ex in zip(variants, exs, strict=True)]
         runs.append(lambda _, ex=fex: shipped_be.launch(ex))
         measured = timing.interleaved(runs, rounds=rounds, min_time_s=0.1)
         print(f"## {case.label()}  partner {measured[-1].median_s * 1e6:.0f} us", flush=True)
-        for (name, _, _), r in zip(variants, measured, strict=False):
+        for (name, _, _, _), r in zip(variants, measured, strict=False):
             ratios = [a / b for a, b in zip(r.medians, measured[-1].medians, strict=True)]
             print(
                 f"  {name:40s} {r.median_s * 1e6:7.0f} us  {statistics.median(ratios):.2f} ({spread(ratios, '.2f')})",

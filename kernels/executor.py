@@ -73,6 +73,10 @@ class Formula:
     # a 16-bit target is stored by the host's own conversion with no per-element flag (cpu_loops'
     # raw flag pass with a 0-d gradient). None: every bfloat16 value is flagged where subnormal.
     normal_low: Callable[[float, float], float] | None = None
+    # ``value(g, x, t, cof)`` is ``(-t * g) * cof`` in float32, bit for bit, reading neither x nor
+    # anything else (KL without logTarget): a backend may apply it to vectors of the target that
+    # it moves anyway, as the CPU's fused transposed walk does in its register transposes.
+    negated_scale: bool = False
     # The formula of a broadcast sum's terms (the reduce walks, every out dtype), where a cheaper one
     # is accurate enough: SEMANTICS holds such a sum to relative 1e-5 of the summed magnitudes, not
     # to float32's 4 ulp, so its terms need about 1e-6, not 24 bits (KL log_target's exp: degree 5

@@ -41,6 +41,10 @@ class Tiling:
     # cpu only, the transposed walk: out's lines of one tile stored during the next tile's formula
     # pass (cpu_loops.transposed_deferred; offered for 16-bit outs where cpu_loops.DEFERRED)
     defer_out: bool = False
+    # cpu only, the transposed walk: a negated scale of the target (KL, 0-d gradient) applied to the
+    # register transposes' columns, straight from the target into out (cpu_loops.FUSED_WALKS;
+    # offered for float16 and float32 outs where cpu_loops.FUSED)
+    fused: bool = False
 
     def to_dict(self) -> dict[str, object]:
         return {**dataclasses.asdict(self), "variant": self.variant.value}
@@ -73,6 +77,8 @@ class Tiling:
             parts.append("inputs-first")
         if self.defer_out:
             parts.append("deferred")
+        if self.fused:
+            parts.append("fused")
         return " ".join(parts)
 
 
@@ -262,6 +268,11 @@ CPU_STREAM_OUT_BYTES = 1 << 24
 _CPU_ONE_ORDER = Constraint(  # one object, as _CPU_PREFETCHING
     "one_walk_order", "not (transpose_in and defer_out)", lambda c: not (c.transpose_in and c.defer_out)
 )
+_CPU_FUSED_ALONE = Constraint(
+    "fused_alone",
+    "not (fused and (transpose_in or defer_out))",
+    lambda c: not (c.fused and (c.transpose_in or c.defer_out)),
+)
 
 
 def cpu_transposed_space(
@@ -272,6 +283,7 @@ def cpu_transposed_space(
     rows: tuple[int, ...] = (0,),
     inputs_first: bool = False,
     deferred: bool = False,
+    fused: bool = False,
 ) -> Space:
     """The space of a transposed walk: ``tiles`` (the walk's buffer in 4-byte words, the backend's
     list), cores, stream and, where the backend offers more than its own, ``rows`` (the register
@@ -284,7 +296,9 @@ def cpu_transposed_space(
     alone with a 0-d gradient); without it the space and its hash are as before the knob.
     ``deferred`` adds defer_out (cpu_loops.DEFERRED, for a 16-bit out), a walk of the shipped
     order only: with inputs_first too, a constraint keeps the two apart. Without it, the same: the
-    space and its hash are as before."""
+    space and its hash are as before. ``fused`` adds the fused walk (Tiling.fused:
+    cpu_loops.FUSED, for a negated scale of the target with a 0-d gradient, float16 and float32
+    outs), a walk of its own: a constraint keeps it from the other two. Without it, the same."""
     cores = tuple(range(1, facts.cores + 1))
     default = Tiling(
         tile=CPU_TRANSPOSED_TILE,
@@ -300,7 +314,9 @@ def cpu_transposed_space(
     ) + ((("transpose_row", rows),) if len(rows) > 1 else ())
     knobs += (("transpose_in", (False, True)),) if inputs_first else ()
     knobs += (("defer_out", (False, True)),) if deferred else ()
+    knobs += (("fused", (False, True)),) if fused else ()
     constraints = (_CPU_ONE_ORDER,) if inputs_first and deferred else ()
+    constraints += (_CPU_FUSED_ALONE,) if fused and (inputs_first or deferred) else ()
     return Space("cpu", knobs, constraints, default, carry=_CPU_WALK_CARRY)
 
 

@@ -216,6 +216,11 @@ class CpuBackend:
             (f"TABLE_WALK {build}", fn)
             for build, fn in zip(("serial", "parallel"), self._loops.TABLE_WALK, strict=True)
         )
+        found.extend(  # an older revision's loops (tuner.restamp) may have none
+            (f"FUSED_WALK[{row}] {build}", fn)
+            for row, fns in getattr(self._loops, "FUSED_WALKS", {}).items()
+            for build, fn in zip(("serial", "parallel"), fns, strict=True)
+        )
         return found
 
     def facts(self) -> DeviceFacts:
@@ -234,8 +239,24 @@ class CpuBackend:
             )
             # Deferring out's stores gained on 16-bit outs only (float32's pieces are half as long).
             deferred = getattr(loops, "DEFERRED", False) and dtype.itemsize == 2
+            # The fused walk applies a negated scale in its transposes, converting float16 as the
+            # loops do; bfloat16's stores round through the host's conversion and its subnormal
+            # fix-up, which its intrinsic does not repeat.
+            fused = (
+                getattr(loops, "FUSED", False)
+                and formula.negated_scale
+                and geometry.grad_kind is GradKind.SCALAR
+                and dtype in (torch.float16, torch.float32)
+            )
             return cpu_transposed_space(
-                self._facts, geometry.numel, out_bytes, loops.TRANSPOSED_TILES, loops.TRANSPOSE_ROWS, first, deferred
+                self._facts,
+                geometry.numel,
+                out_bytes,
+                loops.TRANSPOSED_TILES,
+                loops.TRANSPOSE_ROWS,
+                first,
+                deferred,
+                fused,
             )
         table = (Variant.TABLE,) if table_variant(formula, geometry, dtype) else ()
         return cpu_space(self._facts, geometry.variants + table, geometry.numel)
@@ -392,7 +413,15 @@ class CpuBackend:
             TAGS[o.dtype],
         )
         if cfg.variant is Variant.STRIDED:
-            walk_args = (*operands, *_walk_arrays(geo, x_axis), geo.numel, ex.cof, cfg.tile, cfg.cores)
+            arrays = _walk_arrays(geo, x_axis)
+            walk_args = (*operands, *arrays, geo.numel, ex.cof, cfg.tile, cfg.cores)
+            if geo.layout is Layout.TRANSPOSED and cfg.fused and self._fused(ex, arrays):
+                spans, shape, strides = arrays
+                walk = self._loops.FUSED_WALKS[cfg.transpose_row][pick]
+                stream = cfg.stream and _line_aligned(o, geo.strides[3][1])
+                args = (t.data_ptr(), o.data_ptr(), TAGS[t.dtype], TAGS[o.dtype], spans[2], spans[3])
+                walk(*args, *shape.tolist(), strides[2][0], strides[3][1], g.item(), ex.cof, cfg.cores, stream)
+                return
             if geo.layout is Layout.TRANSPOSED:
                 # The inputs own the inner dim, out the outer one: the tiled walk that transposes
                 # through a buffer of its tile (cpu_loops.transposed).
@@ -408,6 +437,16 @@ class CpuBackend:
         along, build = _reduce_build(geo, x_axis)
         reduce = (kernels.reduce_along if along else kernels.reduce)[build][pick]
         reduce(*operands, *_walk_arrays(geo, x_axis), geo.n_out, ex.cof, cfg.tile, cfg.cores)
+
+    def _fused(self, ex: Executor, arrays: tuple[np.ndarray, ...]) -> bool:
+        """Whether a fused config's launch takes the fused walk (cpu_loops.fused_fits, and out's
+        dtype the target's); elsewhere the config's own walk runs, the same bits."""
+        _, shape, strides = arrays
+        same = ex.target.dtype == ex.out.dtype
+        fits = self._loops.fused_fits(
+            tuple(shape.tolist()), tuple(strides[2].tolist()), ex.config.transpose_row, ex.out.element_size()
+        )
+        return same and fits
 
     def _look_up(self, kernels: cpu_loops.CpuKernels, ex: Executor, pick: int) -> None:
         """The table walk: the scalar_grad loop stores the formula's value at every 16-bit target

@@ -1079,6 +1079,144 @@ def _table(pt, tt, ptab, po, to, n, tile, nblocks, stream):
 TABLE_WALK = (njit(nogil=True)(_table), njit(parallel=True, nogil=True)(_table))
 
 
+# ---- the fused walk: out = (-t * g) * cof, transposed in registers straight from the target ------
+#
+# The transposed walk runs the formula into an L1 buffer (pass (a)), then transposes the buffer
+# into out (pass (b)). Where the formula is a negated scale of the target by one gradient value
+# (KL without logTarget, a 0-d gradient: Formula.negated_scale), it can be applied to the
+# transposed vectors in registers instead, between the transposes' loads from the target and their
+# stores to out: no buffer, no second pass. Built to store nothing, the shipped walk took 1.50x its
+# contiguous partner on kl_div float16 0-d at 2^22 on the Zen 5 (results/performance.md, section
+# 91), so no store order alone could bring it within 1.5x.
+def _fused() -> bool:
+    """Whether the transposed walk offers the fused walk (Tiling.fused): on the CPUs of _FUSED_CPUS,
+    where it was measured (the Zen 5: 0.72-0.83x the shipped walk's time on kl_div's float16 and
+    float32 0-d rows at 2^22, section 92), with F16C (its float16 conversions are LLVM's fpext and
+    fptrunc). ``LOSSTUNE_CPU_FUSED`` 1 offers it on any host with F16C, 0 on none."""
+    forced = _forced("LOSSTUNE_CPU_FUSED")
+    return HAS_F16C and (target_cpu() in _FUSED_CPUS if forced is None else forced)
+
+
+_FUSED_CPUS = ("znver5",)
+FUSED = _fused()
+# Target rows per step of a block in the fused walk, all its columns in strips of one register
+# block: its out rows then take runs of FUSED_ROWS elements. No buffer bounds it; 4096 took
+# 0.90-0.96x the time of 128 (the walk's tile) on kl_div float16 0-d at 2^22, streamed (section 92).
+FUSED_ROWS = 4096
+
+
+def _make_fused_transpose(row_bytes: int, stream: bool) -> Callable[..., None]:
+    """``_make_transpose(stream, 2, row_bytes)`` of a float16 or float32 tile read from the target,
+    each column multiplied as the formula does, (-t * g) * cof in float32 (``g`` and ``cof`` float32
+    scalars), before its store: a float16 column widened (fpext, vcvtph2ps) and rounded back once
+    (fptrunc, vcvtps2ph: round to nearest even, as the loops' float16 stores). The same operations
+    in the same order as the formula's numba loop, so the same bits (tests:
+    test_fused_walk)."""
+
+    @intrinsic
+    def fused_transpose(typingctx, src, s0, ss, dst, d0, ds, g, cof):
+        if not (_raw_pair(src, dst) and src.dtype in (types.int16, types.float32)):
+            return None
+        if not (g == types.float32 and cof == types.float32):
+            return None
+        width = src.dtype.bitwidth // 8
+
+        def codegen(context, builder, signature, args):
+            n = _block(width, row_bytes)
+            vec = ir.VectorType(ir.IntType(16) if width == 2 else ir.FloatType(), n)
+            halves, floats = ir.VectorType(ir.HalfType(), n), ir.VectorType(ir.FloatType(), n)
+            # float16 columns widen to twice their row's bits
+            set.add(builder.function.attributes, f'"min-legal-vector-width"="{8 * row_bytes * 4 // width}"')
+
+            def index(base: ir.Value, stride: ir.Value, k: int, plus: int = 0) -> ir.Value:
+                return builder.add(
+                    builder.add(base, builder.mul(stride, ir.Constant(stride.type, k))), ir.Constant(base.type, plus)
+                )
+
+            def splat(x: ir.Value) -> ir.Value:
+                one = builder.insert_element(ir.Constant(floats, ir.Undefined), x, ir.Constant(_I32, 0))
+                return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, n), [0] * n))
+
+            gs, cs = splat(args[6]), splat(args[7])
+            s0_, ss_, d0_, ds_ = args[1], args[2], args[4], args[5]
+            columns = []
+            for b in range(2):
+                rows = [
+                    builder.load(
+                        _lanes_at(context, builder, src, args[0], index(s0_, ss_, b * n + i), vec), align=width
+                    )
+                    for i in range(n)
+                ]
+                columns.append(_transpose_lanes(builder, rows, _LANE_BYTES // width))
+            for b, j in _store_order(2, n, row_bytes):
+                t = builder.fpext(builder.bitcast(columns[b][j], halves), floats) if width == 2 else columns[b][j]
+                v = builder.fmul(builder.fmul(builder.fneg(t), gs), cs)
+                value = builder.bitcast(builder.fptrunc(v, halves), vec) if width == 2 else v
+                at = _lanes_at(context, builder, dst, args[3], index(d0_, ds_, j, b * n), vec)
+                if stream:
+                    _nontemporal(builder, builder.store(value, at, align=row_bytes))
+                else:
+                    builder.store(value, at, align=width)
+            return context.get_dummy_value()
+
+        return types.none(src, s0, ss, dst, d0, ds, g, cof), codegen
+
+    return fused_transpose
+
+
+def fused_fits(shape: tuple[int, ...], t_strides: tuple[int, ...], row: int, itemsize: int) -> bool:
+    """Whether the fused walk takes a transposed problem of ``shape`` (rows, cols) whose target steps
+    ``t_strides`` (elements) and whose config's register row is ``row``: the target unit-stride
+    along the columns, the rows a whole number of stacked block pairs and the columns of blocks
+    (elsewhere the launch takes the config's own walk, the same bits)."""
+    side = _row_bytes(row) // itemsize
+    return len(shape) == 2 and t_strides[1] == 1 and shape[0] % (2 * side) == 0 and shape[1] % side == 0
+
+
+def _fused_walk(row: int) -> Callable[..., None]:
+    """The fused walk with register rows ``row`` (Tiling.transpose_row): block b takes a contiguous
+    share of the target's rows, FUSED_ROWS at a time, each step strip by strip of one block's
+    columns, each strip two stacked blocks (_make_fused_transpose) at a time down its rows, out's
+    rows so1 apart. ``stream``: the column stores are non-temporal (the launch has checked out's
+    rows line-aligned, as for the transposed walk). The launch has checked fused_fits."""
+    pair, pair_nt = _make_fused_transpose(_row_bytes(row), False), _make_fused_transpose(_row_bytes(row), True)
+    row_bytes = _row_bytes(row)
+
+    def fused(pt, po, tt, to, t_span, o_span, rows, cols, st0, so1, g0, cof64, nblocks, stream):
+        t, o = _view(pt, t_span, tt), _view(po, o_span, to)
+        g, cof = np.float32(g0), np.float32(cof64)
+        side = np.uint64(row_bytes // o.itemsize)
+        two, urows, ucols, ust0, uso1 = (
+            np.uint64(2) * side,
+            np.uint64(rows),
+            np.uint64(cols),
+            np.uint64(st0),
+            np.uint64(so1),
+        )
+        step = np.uint64(FUSED_ROWS)
+        share = ((urows // two + np.uint64(nblocks) - np.uint64(1)) // np.uint64(nblocks)) * two
+        for b in prange(nblocks):
+            start, end = np.uint64(b) * share, min(urows, (np.uint64(b) + np.uint64(1)) * share)
+            for r0 in range(start, end, step):
+                r1 = min(r0 + step, end)
+                for c in range(np.uint64(0), ucols, side):
+                    for r in range(r0, r1, two):
+                        if stream:
+                            pair_nt(t, r * ust0 + c, ust0, o, c * uso1 + r, uso1, g, cof)
+                        else:
+                            pair(t, r * ust0 + c, ust0, o, c * uso1 + r, uso1, g, cof)
+            if stream:
+                _sfence()
+
+    return fused
+
+
+FUSED_WALKS = {
+    row: (njit(nogil=True)(_fused_walk(row)), njit(parallel=True, nogil=True)(_fused_walk(row)))
+    for row in TRANSPOSE_ROWS
+}
+
+
 @intrinsic
 def _prefetch(typingctx, a, i):
     """Prefetch the line holding a[i] into every cache level (``llvm.prefetch``: read, locality 3,

@@ -227,7 +227,7 @@ _value_log_sum = _log_value(_SUM_HALVED, True)
 _value_log_sum_checked = _log_twin(_SUM_HALVED, True)
 
 
-FORMULA = Formula("kl_div", _value, reads_input=False, triton_op=2, live_buffers=3)
+FORMULA = Formula("kl_div", _value, reads_input=False, triton_op=2, live_buffers=3, negated_scale=True)
 FORMULA_LOG = Formula(
     "kl_div_log",
     _value_log,

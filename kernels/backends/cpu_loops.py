@@ -1100,8 +1100,9 @@ def _fused() -> bool:
 _FUSED_CPUS = ("znver5",)
 FUSED = _fused()
 # Target rows per step of a block in the fused walk, all its columns in strips of one register
-# block: its out rows then take runs of FUSED_ROWS elements. No buffer bounds it; 4096 took
-# 0.90-0.96x the time of 128 (the walk's tile) on kl_div float16 0-d at 2^22, streamed (section 92).
+# block: its out rows then take runs of FUSED_ROWS elements. No buffer bounds it; on kl_div 0-d at
+# 2^22, 4096 took 0.90-1.00x the time of 128 (the walk's tile) with streamed stores, and 0.54x with
+# float32's ordinary ones (results/performance.md, section 92).
 FUSED_ROWS = 4096
 
 

@@ -75,6 +75,26 @@ def run_fresh(code: str, env: dict[str, str], unset: tuple[str, ...] = ()) -> st
     return result.stdout.strip()
 
 
+def refused_in_fresh_process(knob: str, call: str, env: dict[str, str]) -> None:
+    """A config naming ``knob`` (``knob=...`` in a Tiling) where ``env`` keeps it out of the space:
+    ``call`` (kernels.<call> on a transposed 64 x 128 tensor t, into an out of 7s, ``out=out,
+    config=c`` appended) is refused naming the knob, and out keeps every 7."""
+    code = (
+        "import torch, kernels\n"
+        "from kernels.modes import Variant\n"
+        "from kernels.tiling import Tiling\n"
+        "t = torch.rand(64, 128).t()\n"
+        "out = torch.full((128, 64), 7.0)\n"
+        f"c = Tiling(4096, 1, Variant.STRIDED, {knob})\n"
+        "try:\n"
+        f"    kernels.{call}, out=out, config=c)\n"
+        "except Exception as e:\n"
+        f"    print(type(e).__name__, '{knob.split('=')[0]} is not a knob' in str(e), bool((out == 7).all()))\n"
+    )
+    printed = run_fresh(code, env)
+    assert printed.split()[1:] == ["True", "True"], printed
+
+
 @contextmanager
 def spinning_on(cpu: int, count: int) -> Iterator[None]:
     """``count`` processes spinning on CPU ``cpu`` while the block runs: real contention for the

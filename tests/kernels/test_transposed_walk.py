@@ -26,7 +26,7 @@ from kernels import tiling
 from kernels.backends import cpu, cpu_loops
 from kernels.modes import Variant
 from kernels.tiling import Tiling
-from tests.helpers import as_bits, run_fresh
+from tests.helpers import as_bits, refused_in_fresh_process, run_fresh
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # (rows, cols) of out: tile multiples, ragged in either dim, narrower than one register block;
@@ -269,30 +269,10 @@ def test_half_rows_are_offered_only_on_whole_line_hosts_that_ask(monkeypatch: py
         cpu_loops._transpose_rows()
 
 
-def _refused_in_fresh_process(knob: str, call: str, env: dict[str, str]) -> None:
-    """A config naming ``knob`` (``knob=...`` in a Tiling) where ``env`` keeps it out of the space:
-    ``call`` (kernels.<call> on a transposed 64 x 128 tensor t, into an out of 7s, ``out=out,
-    config=c`` appended) is refused naming the knob, and out keeps every 7."""
-    code = (
-        "import torch, kernels\n"
-        "from kernels.modes import Variant\n"
-        "from kernels.tiling import Tiling\n"
-        "t = torch.rand(64, 128).t()\n"
-        "out = torch.full((128, 64), 7.0)\n"
-        f"c = Tiling(4096, 1, Variant.STRIDED, {knob})\n"
-        "try:\n"
-        f"    kernels.{call}, out=out, config=c)\n"
-        "except Exception as e:\n"
-        f"    print(type(e).__name__, '{knob.split('=')[0]} is not a knob' in str(e), bool((out == 7).all()))\n"
-    )
-    printed = run_fresh(code, env)
-    assert printed.split()[1:] == ["True", "True"], printed
-
-
 def test_a_half_row_config_is_refused_where_the_host_offers_none() -> None:
     """Without the knob a config naming half rows is not in the space: the call says so before
     anything is written."""
-    _refused_in_fresh_process("transpose_row=32", "mse_loss_backward(t, t, t, 'none'", {"LOSSTUNE_CPU_HALF_ROWS": "0"})
+    refused_in_fresh_process("transpose_row=32", "mse_loss_backward(t, t, t, 'none'", {"LOSSTUNE_CPU_HALF_ROWS": "0"})
 
 
 def test_the_inputs_first_order_is_offered_only_for_a_target_only_formula_with_a_0d_gradient(
@@ -360,7 +340,7 @@ def test_a_knob_cpu_walk_is_offered_where_asked_and_a_bad_switch_is_refused(
 
 
 def test_an_inputs_first_config_is_refused_where_the_host_offers_none() -> None:
-    _refused_in_fresh_process(
+    refused_in_fresh_process(
         "transpose_in=True",
         "kl_div_backward(torch.tensor(1.0), t, t, 'mean', False",
         {"LOSSTUNE_CPU_INPUTS_FIRST": "0"},
@@ -401,6 +381,6 @@ def test_deferring_is_offered_only_for_16_bit_outs_and_never_with_inputs_first(
 
 
 def test_a_deferred_config_is_refused_where_the_host_offers_none() -> None:
-    _refused_in_fresh_process(
+    refused_in_fresh_process(
         "defer_out=True", "mse_loss_backward(t.half(), t.half(), t.half(), 'none'", {"LOSSTUNE_CPU_DEFERRED": "0"}
     )

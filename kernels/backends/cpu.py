@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import os
 import platform
 from collections.abc import Callable
@@ -415,12 +416,13 @@ class CpuBackend:
         if cfg.variant is Variant.STRIDED:
             arrays = _walk_arrays(geo, x_axis)
             walk_args = (*operands, *arrays, geo.numel, ex.cof, cfg.tile, cfg.cores)
-            if geo.layout is Layout.TRANSPOSED and cfg.fused and self._fused(ex, arrays):
+            g0 = g.item() if geo.layout is Layout.TRANSPOSED and cfg.fused else 0.0
+            if geo.layout is Layout.TRANSPOSED and cfg.fused and self._fused(ex, arrays, g0):
                 spans, shape, strides = arrays
                 walk = self._loops.FUSED_WALKS[cfg.transpose_row][pick]
                 stream = cfg.stream and _line_aligned(o, geo.strides[3][1])
                 args = (t.data_ptr(), o.data_ptr(), TAGS[t.dtype], TAGS[o.dtype], spans[2], spans[3])
-                walk(*args, *shape.tolist(), strides[2][0], strides[3][1], g.item(), ex.cof, cfg.cores, stream)
+                walk(*args, *shape.tolist(), strides[2][0], strides[3][1], g0, ex.cof, cfg.cores, stream)
                 return
             if geo.layout is Layout.TRANSPOSED:
                 # The inputs own the inner dim, out the outer one: the tiled walk that transposes
@@ -438,11 +440,15 @@ class CpuBackend:
         reduce = (kernels.reduce_along if along else kernels.reduce)[build][pick]
         reduce(*operands, *_walk_arrays(geo, x_axis), geo.n_out, ex.cof, cfg.tile, cfg.cores)
 
-    def _fused(self, ex: Executor, arrays: tuple[np.ndarray, ...]) -> bool:
-        """Whether a fused config's launch takes the fused walk (cpu_loops.fused_fits, and out's
-        dtype the target's); elsewhere the config's own walk runs, the same bits."""
+    def _fused(self, ex: Executor, arrays: tuple[np.ndarray, ...], g: float) -> bool:
+        """Whether a fused config's launch takes the fused walk: cpu_loops.fused_fits, out's dtype
+        the target's, and the gradient's value ``g`` not NaN; elsewhere the config's own walk runs,
+        the same bits. A NaN gradient makes every value NaN, and where the target is NaN too the
+        product's NaN is whichever operand the multiply's instruction takes first, an order LLVM
+        picks per loop: the fused walk's half-row float32 build returned the target's, the loops
+        the gradient's (tests: test_fused_walk)."""
         _, shape, strides = arrays
-        same = ex.target.dtype == ex.out.dtype
+        same = ex.target.dtype == ex.out.dtype and not math.isnan(g)
         fits = self._loops.fused_fits(
             tuple(shape.tolist()), tuple(strides[2].tolist()), ex.config.transpose_row, ex.out.element_size()
         )

@@ -1090,10 +1090,11 @@ TABLE_WALK = (njit(nogil=True)(_table), njit(parallel=True, nogil=True)(_table))
 # 91), so no store order alone could bring it within 1.5x.
 def _fused() -> bool:
     """Whether the transposed walk offers the fused walk (Tiling.fused): on the CPUs of _FUSED_CPUS,
-    where it was measured (the Zen 5: 0.72-0.91x the time of the walk it replaced on kl_div's
-    float16 and float32 0-d rows at 2^22, the memory fast or slow; section 92), with F16C (its
-    float16 conversions are LLVM's fpext and fptrunc). ``LOSSTUNE_CPU_FUSED`` 1 offers it on any
-    host with F16C, 0 on none."""
+    where it was measured (the Zen 5, kl_div's 0-d rows at 2^22 against the walk it replaced:
+    float32 streamed 0.83-0.86x the time, the memory fast or slow; float16 streamed 0.72x while the
+    memory ran fast, with ordinary stores 0.86-0.91x while it ran slow and 0.99-1.05x while fast;
+    section 92), with F16C (its float16 conversions are LLVM's fpext and fptrunc).
+    ``LOSSTUNE_CPU_FUSED`` 1 offers it on any host with F16C, 0 on none."""
     forced = _forced("LOSSTUNE_CPU_FUSED")
     return HAS_F16C and (target_cpu() in _FUSED_CPUS if forced is None else forced)
 

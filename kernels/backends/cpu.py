@@ -416,14 +416,15 @@ class CpuBackend:
         if cfg.variant is Variant.STRIDED:
             arrays = _walk_arrays(geo, x_axis)
             walk_args = (*operands, *arrays, geo.numel, ex.cof, cfg.tile, cfg.cores)
-            g0 = g.item() if geo.layout is Layout.TRANSPOSED and cfg.fused else 0.0
-            if geo.layout is Layout.TRANSPOSED and cfg.fused and self._fused(ex, arrays, g0):
-                spans, shape, strides = arrays
-                walk = self._loops.FUSED_WALKS[cfg.transpose_row][pick]
-                stream = cfg.stream and _line_aligned(o, geo.strides[3][1])
-                args = (t.data_ptr(), o.data_ptr(), TAGS[t.dtype], TAGS[o.dtype], spans[2], spans[3])
-                walk(*args, *shape.tolist(), strides[2][0], strides[3][1], g0, ex.cof, cfg.cores, stream)
-                return
+            if geo.layout is Layout.TRANSPOSED and cfg.fused:
+                g0 = g.item()
+                if self._fused(ex, arrays, g0):
+                    spans, shape, strides = arrays
+                    walk = self._loops.FUSED_WALKS[cfg.transpose_row][pick]
+                    stream = cfg.stream and _line_aligned(o, geo.strides[3][1])
+                    args = (t.data_ptr(), o.data_ptr(), TAGS[t.dtype], TAGS[o.dtype], spans[2], spans[3])
+                    walk(*args, *shape.tolist(), strides[2][0], strides[3][1], g0, ex.cof, cfg.cores, stream)
+                    return
             if geo.layout is Layout.TRANSPOSED:
                 # The inputs own the inner dim, out the outer one: the tiled walk that transposes
                 # through a buffer of its tile (cpu_loops.transposed).
@@ -448,11 +449,13 @@ class CpuBackend:
         picks per loop: the fused walk's half-row float32 build returned the target's, the loops
         the gradient's (tests: test_fused_walk)."""
         _, shape, strides = arrays
-        same = ex.target.dtype == ex.out.dtype and not math.isnan(g)
-        fits = self._loops.fused_fits(
-            tuple(shape.tolist()), tuple(strides[2].tolist()), ex.config.transpose_row, ex.out.element_size()
+        return (
+            ex.target.dtype == ex.out.dtype
+            and not math.isnan(g)
+            and self._loops.fused_fits(
+                tuple(shape.tolist()), tuple(strides[2].tolist()), ex.config.transpose_row, ex.out.element_size()
+            )
         )
-        return same and fits
 
     def _look_up(self, kernels: cpu_loops.CpuKernels, ex: Executor, pick: int) -> None:
         """The table walk: the scalar_grad loop stores the formula's value at every 16-bit target

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from kernels.modes import GradKind, Layout, Op, Reduction
+from kernels.modes import FusedForm, GradKind, Layout, Op, Reduction
 from kernels.plan import Geometry, dtype_name
 from kernels.tiling import Space, Tiling
 
@@ -73,9 +73,13 @@ class Formula:
     # a 16-bit target is stored by the host's own conversion with no per-element flag (cpu_loops'
     # raw flag pass with a 0-d gradient). None: every bfloat16 value is flagged where subnormal.
     normal_low: Callable[[float, float], float] | None = None
-    # ``value(g, x, t, cof)`` is ``(-t * g) * cof`` in float32, bit for bit, reading neither x nor
-    # anything else (KL without logTarget): a backend may apply it to vectors of the target that
-    # it moves anyway, as the CPU's fused transposed walk does in its register transposes.
+    # ``value(g, x, t, cof)`` is this form in float32, bit for bit (modes.FusedForm: KL without
+    # logTarget's negated scale, mse's scaled difference): a backend may apply it to vectors of the
+    # operands that it moves anyway, as the CPU's fused transposed walk does in its register
+    # transposes. None: no such form.
+    fused_form: FusedForm | None = None
+    # An older op module's spelling of fused_form=NEGATED_SCALE (tuner.restamp loads old revisions
+    # of the op modules beside today's): True sets fused_form to it.
     negated_scale: bool = False
     # The formula of a broadcast sum's terms (the reduce walks, every out dtype), where a cheaper one
     # is accurate enough: SEMANTICS holds such a sum to relative 1e-5 of the summed magnitudes, not
@@ -85,6 +89,10 @@ class Formula:
     # sum_value's checked twin, as checked_value is value's: the reduce walk's unit-stride lanes sum
     # a block of terms by it, and again by sum_value where any flag was set. None: no twin.
     sum_checked_value: Callable[..., tuple[float, bool]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.negated_scale and self.fused_form is None:
+            object.__setattr__(self, "fused_form", FusedForm.NEGATED_SCALE)
 
 
 def reduction_kind(reduction: Reduction) -> str:

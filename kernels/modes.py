@@ -52,6 +52,16 @@ class Layout(str, Enum):
     REDUCE = "reduce"  # KL only: input smaller than broadcast(input, target), summed back
 
 
+class FusedForm(str, Enum):
+    """A formula's value as one of a few float32 forms, bit for bit, that a backend may emit as vector
+    code of its own instead of compiling the formula: the CPU's fused transposed walk applies it to
+    the rows its register transposes load (kernels/backends/cpu_loops.py). Operations in the order
+    written, each rounded to float32."""
+
+    NEGATED_SCALE = "negated_scale"  # (-t * g) * cof, x unread: KL without logTarget
+    SCALED_DIFFERENCE = "scaled_difference"  # ((x - t) * cof) * g: mse
+
+
 class Variant(str, Enum):
     """Genuinely different kernels for the same op."""
 

@@ -41,9 +41,9 @@ class Tiling:
     # cpu only, the transposed walk: out's lines of one tile stored during the next tile's formula
     # pass (cpu_loops.transposed_deferred; offered for 16-bit outs where cpu_loops.DEFERRED)
     defer_out: bool = False
-    # cpu only, the transposed walk: a negated scale of the target (KL, 0-d gradient) applied to the
-    # register transposes' columns, straight from the target into out (cpu_loops.FUSED_WALKS;
-    # offered for float16 and float32 outs where cpu_loops.FUSED)
+    # cpu only, the transposed walk: the formula's form (Formula.fused_form: KL's negated scale,
+    # mse's scaled difference) applied inside the register transposes, straight from the inputs
+    # into out (cpu_loops.FUSED_WALKS; offered for formulas with a form where cpu_loops.FUSED)
     fused: bool = False
 
     def to_dict(self) -> dict[str, object]:
@@ -297,8 +297,8 @@ def cpu_transposed_space(
     ``deferred`` adds defer_out (cpu_loops.DEFERRED, for a 16-bit out), a walk of the shipped
     order only: with inputs_first too, a constraint keeps the two apart. Without it, the same: the
     space and its hash are as before. ``fused`` adds the fused walk (Tiling.fused:
-    cpu_loops.FUSED, for a negated scale of the target with a 0-d gradient, float16 and float32
-    outs), a walk of its own: a constraint keeps it from the other two. Without it, the same."""
+    cpu_loops.FUSED, for a formula with a form, Formula.fused_form), a walk of its own: a
+    constraint keeps it from the other two. Without it, the same."""
     cores = tuple(range(1, facts.cores + 1))
     default = Tiling(
         tile=CPU_TRANSPOSED_TILE,

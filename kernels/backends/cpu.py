@@ -173,6 +173,15 @@ def coarse_offered() -> bool:
     return cpu_loops.target_cpu() in _COARSE_CPUS if forced is None else forced
 
 
+def _fused_key(key: object) -> str:
+    """A fused walk's key in restamp's listing (``built``): (form, 0-d gradient, row) as
+    "form,scalar|full,row"; an older revision's (its row alone) as it is."""
+    if isinstance(key, tuple):
+        form, scalar_g, row = key
+        return f"{form.value},{'scalar' if scalar_g else 'full'},{row}"
+    return str(key)
+
+
 def _line_aligned(out: torch.Tensor, row_stride: int) -> bool:
     """Whether every output line the transposed walk stores as a whole is line-aligned, as a
     non-temporal vector store needs (to a misaligned address it faults): out starts on a line and
@@ -218,8 +227,8 @@ class CpuBackend:
             for build, fn in zip(("serial", "parallel"), self._loops.TABLE_WALK, strict=True)
         )
         found.extend(  # an older revision's loops (tuner.restamp) may have none
-            (f"FUSED_WALK[{row}] {build}", fn)
-            for row, fns in getattr(self._loops, "FUSED_WALKS", {}).items()
+            (f"FUSED_WALK[{_fused_key(key)}] {build}", fn)
+            for key, fns in getattr(self._loops, "FUSED_WALKS", {}).items()
             for build, fn in zip(("serial", "parallel"), fns, strict=True)
         )
         return found
@@ -240,15 +249,9 @@ class CpuBackend:
             )
             # Deferring out's stores gained on 16-bit outs only (float32's pieces are half as long).
             deferred = getattr(loops, "DEFERRED", False) and dtype.itemsize == 2
-            # The fused walk applies a negated scale in its transposes, converting float16 as the
-            # loops do; bfloat16's stores round through the host's conversion and its subnormal
-            # fix-up, which its intrinsic does not repeat.
-            fused = (
-                getattr(loops, "FUSED", False)
-                and formula.negated_scale
-                and geometry.grad_kind is GradKind.SCALAR
-                and dtype in (torch.float16, torch.float32)
-            )
+            # The fused walk applies the formula's form to its transposes' rows, converting each
+            # dtype as the loops do.
+            fused = getattr(loops, "FUSED", False) and formula.fused_form is not None
             return cpu_transposed_space(
                 self._facts,
                 geometry.numel,
@@ -417,13 +420,25 @@ class CpuBackend:
             arrays = _walk_arrays(geo, x_axis)
             walk_args = (*operands, *arrays, geo.numel, ex.cof, cfg.tile, cfg.cores)
             if geo.layout is Layout.TRANSPOSED and cfg.fused:
-                g0 = g.item()
+                scalar_g = geo.grad_kind is GradKind.SCALAR
+                g0 = g.item() if scalar_g else 0.0
                 if self._fused(ex, arrays, g0):
                     spans, shape, strides = arrays
-                    walk = self._loops.FUSED_WALKS[cfg.transpose_row][pick]
+                    walk = self._loops.FUSED_WALKS[ex.formula.fused_form, scalar_g, cfg.transpose_row][pick]
                     stream = cfg.stream and _line_aligned(o, geo.strides[3][1])
-                    args = (t.data_ptr(), o.data_ptr(), TAGS[t.dtype], TAGS[o.dtype], spans[2], spans[3])
-                    walk(*args, *shape.tolist(), strides[2][0], strides[3][1], g0, ex.cof, cfg.cores, stream)
+                    rows, cols = shape.tolist()
+                    walk(
+                        *operands,
+                        *spans.tolist(),
+                        rows,
+                        cols,
+                        strides[2][0],
+                        strides[3][1],
+                        g0,
+                        ex.cof,
+                        cfg.cores,
+                        stream,
+                    )
                     return
             if geo.layout is Layout.TRANSPOSED:
                 # The inputs own the inner dim, out the outer one: the tiled walk that transposes
@@ -442,18 +457,24 @@ class CpuBackend:
         reduce(*operands, *_walk_arrays(geo, x_axis), geo.n_out, ex.cof, cfg.tile, cfg.cores)
 
     def _fused(self, ex: Executor, arrays: tuple[np.ndarray, ...], g: float) -> bool:
-        """Whether a fused config's launch takes the fused walk: cpu_loops.fused_fits, out's dtype
-        the target's, and the gradient's value ``g`` not NaN; elsewhere the config's own walk runs,
-        the same bits. A NaN gradient makes every value NaN, and where the target is NaN too the
-        product's NaN is whichever operand the multiply's instruction takes first, an order LLVM
-        picks per loop: the fused walk's half-row float32 build returned the target's, the loops
-        the gradient's (tests: test_fused_walk)."""
+        """Whether a fused config's launch takes the fused walk: cpu_loops.fused_fits over the
+        operands the formula's form reads (the target, self where it reads it, a full gradient),
+        each of out's dtype, and a 0-d gradient's value ``g`` not NaN; elsewhere the config's own
+        walk runs, the same bits. A NaN gradient makes every value NaN, and where the target is
+        NaN too the product's NaN is whichever operand the multiply's instruction takes first, an
+        order LLVM picks per loop: the fused walk's half-row float32 build returned the target's,
+        the loops the gradient's (tests: test_fused_walk)."""
         _, shape, strides = arrays
+        read = [ex.target] + [ex.inp] * ex.formula.reads_input + [ex.grad] * (ex.geometry.grad_kind is GradKind.FULL)
+        axes = [2] + [1] * ex.formula.reads_input + [0] * (ex.geometry.grad_kind is GradKind.FULL)
         return (
-            ex.target.dtype == ex.out.dtype
+            all(v.dtype == ex.out.dtype for v in read)
             and not math.isnan(g)
             and self._loops.fused_fits(
-                tuple(shape.tolist()), tuple(strides[2].tolist()), ex.config.transpose_row, ex.out.element_size()
+                tuple(shape.tolist()),
+                tuple(tuple(strides[k].tolist()) for k in axes),
+                ex.config.transpose_row,
+                ex.out.element_size(),
             )
         )
 

@@ -36,6 +36,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from kernels import scalar
+from kernels.modes import FusedForm
 
 _I32 = ir.IntType(32)
 
@@ -154,6 +155,31 @@ _BFloat._create_instance()
 HAS_BF16 = _host_has("avx512bf16", "LOSSTUNE_CPU_BF16")
 
 
+def _like(ty: ir.Type, element: ir.Type) -> ir.Type:
+    """``element``, or a vector of it with as many lanes as ``ty`` where ``ty`` is a vector."""
+    return ir.VectorType(element, ty.count) if isinstance(ty, ir.VectorType) else element
+
+
+def _const(ty: ir.Type, v: int) -> ir.Constant:
+    """The integer ``v`` as a constant of ``ty``: in every lane where ``ty`` is a vector."""
+    return ir.Constant(ty, [v] * ty.count) if isinstance(ty, ir.VectorType) else ir.Constant(ty, v)
+
+
+def _bf16_round(builder: ir.IRBuilder, f: ir.Value) -> ir.Value:
+    """_f32_to_bf16's IR, for a float or a vector of them (the fused walk's rows)."""
+    i32 = _like(f.type, _I32)
+
+    def c(v: int) -> ir.Constant:
+        return _const(i32, v)
+
+    u = builder.bitcast(f, i32)
+    upper = builder.lshr(u, c(16))
+    rounded = builder.lshr(builder.add(builder.add(u, c(0x7FFF)), builder.and_(upper, c(1))), c(16))
+    nan = builder.fcmp_unordered("uno", f, f)  # one vcmpps into a mask register
+    bits = builder.select(nan, builder.or_(upper, c(0x40)), rounded)
+    return builder.trunc(bits, _like(f.type, ir.IntType(16)))
+
+
 @intrinsic
 def _f32_to_bf16(typingctx, f):
     """float32 -> bfloat16 bits, round to nearest even; NaN stays a quiet NaN (sign, payload kept).
@@ -162,15 +188,7 @@ def _f32_to_bf16(typingctx, f):
         return None
 
     def codegen(context, builder, signature, args):
-        def c(v: int) -> ir.Constant:
-            return ir.Constant(_I32, v)
-
-        u = builder.bitcast(args[0], _I32)
-        upper = builder.lshr(u, c(16))
-        rounded = builder.lshr(builder.add(builder.add(u, c(0x7FFF)), builder.and_(upper, c(1))), c(16))
-        nan = builder.fcmp_unordered("uno", args[0], args[0])  # one vcmpps into a mask register
-        bits = builder.select(nan, builder.or_(upper, c(0x40)), rounded)
-        return builder.trunc(bits, ir.IntType(16))
+        return _bf16_round(builder, args[0])
 
     return types.uint16(types.float32), codegen
 
@@ -190,13 +208,19 @@ def _f32_to_bf16_hw(typingctx, f):
         return None
 
     def codegen(context, builder, signature, args):
-        u = builder.bitcast(args[0], _I32)
-        tiny = builder.icmp_unsigned("==", builder.and_(u, ir.Constant(_I32, 0x7F800000)), ir.Constant(_I32, 0))
-        lifted = builder.select(tiny, builder.add(u, ir.Constant(_I32, 0x00800000)), u)
-        bits = builder.bitcast(builder.fptrunc(builder.bitcast(lifted, ir.FloatType()), _BFloat()), ir.IntType(16))
-        return builder.select(tiny, builder.sub(bits, ir.Constant(ir.IntType(16), 0x80)), bits)
+        return _bf16_round_hw(builder, args[0])
 
     return types.uint16(types.float32), codegen
+
+
+def _bf16_round_hw(builder: ir.IRBuilder, f: ir.Value) -> ir.Value:
+    """_f32_to_bf16_hw's IR, for a float or a vector of them (the fused walk's rows)."""
+    i32, i16 = _like(f.type, _I32), _like(f.type, ir.IntType(16))
+    u = builder.bitcast(f, i32)
+    tiny = builder.icmp_unsigned("==", builder.and_(u, _const(i32, 0x7F800000)), _const(i32, 0))
+    lifted = builder.select(tiny, builder.add(u, _const(i32, 0x00800000)), u)
+    bits = builder.bitcast(builder.fptrunc(builder.bitcast(lifted, f.type), _like(f.type, _BFloat())), i16)
+    return builder.select(tiny, builder.sub(bits, _const(i16, 0x80)), bits)
 
 
 _bf16_narrow = _f32_to_bf16_hw if HAS_BF16 else _f32_to_bf16
@@ -877,29 +901,53 @@ def _transpose_typer(src, s0, ss, dst, d0, ds, stream: bool, blocks: int, row_by
         # The rows' vectors legal in this function whatever its preferred width (clang marks its
         # AVX-512 intrinsics' callers the same way).
         set.add(builder.function.attributes, f'"min-legal-vector-width"="{8 * row_bytes}"')
-
-        def index(base: ir.Value, stride: ir.Value, k: int, plus: int = 0) -> ir.Value:
-            return builder.add(
-                builder.add(base, builder.mul(stride, ir.Constant(stride.type, k))), ir.Constant(base.type, plus)
-            )
-
-        s0_, ss_, d0_, ds_ = args[1], args[2], args[4], args[5]
+        s0_, ss_ = args[1], args[2]
         columns = []
         for b in range(blocks):
             rows = [
-                builder.load(_lanes_at(context, builder, src, args[0], index(s0_, ss_, b * n + i), vec), align=width)
+                builder.load(
+                    _lanes_at(context, builder, src, args[0], _index(builder, s0_, ss_, b * n + i), vec), align=width
+                )
                 for i in range(n)
             ]
             columns.append(_transpose_lanes(builder, rows, _LANE_BYTES // width))
-        for b, j in _store_order(blocks, n, row_bytes):
-            at = _lanes_at(context, builder, dst, args[3], index(d0_, ds_, j, b * n), vec)
-            if stream:
-                _nontemporal(builder, builder.store(columns[b][j], at, align=row_bytes))
-            else:
-                builder.store(columns[b][j], at, align=width)
+        _store_columns(context, builder, dst, args[3:6], columns, row_bytes, stream)
         return context.get_dummy_value()
 
     return types.none(src, s0, ss, dst, d0, ds), codegen
+
+
+def _index(builder: ir.IRBuilder, base: ir.Value, stride: ir.Value, k: int, plus: int = 0) -> ir.Value:
+    """base + k * stride + plus: row k's element ``plus`` of a transpose's operand."""
+    return builder.add(
+        builder.add(base, builder.mul(stride, ir.Constant(stride.type, k))), ir.Constant(base.type, plus)
+    )
+
+
+def _store_columns(
+    context,
+    builder: ir.IRBuilder,
+    dst_type,
+    dst_args,
+    columns: list,
+    row_bytes: int,
+    stream: bool,
+    value: Callable[[ir.Value], ir.Value] | None = None,
+):
+    """The columns of stacked transposed blocks (``columns[b][j]``: column j of block b, each an n-lane
+    vector) into dst (``dst_args``: the array, d0, ds), column j of block b at d0 + j * ds + b * n, in
+    _store_order: non-temporal and row-aligned where ``stream``. ``value``: each column's
+    transform, emitted just before its store (the fused walk's formula on a raw column)."""
+    dst, d0, ds = dst_args
+    width = dst_type.dtype.bitwidth // 8
+    n = len(columns[0])
+    for b, j in _store_order(len(columns), n, row_bytes):
+        column = columns[b][j] if value is None else value(columns[b][j])
+        at = _lanes_at(context, builder, dst_type, dst, _index(builder, d0, ds, j, b * n), column.type)
+        if stream:
+            _nontemporal(builder, builder.store(column, at, align=row_bytes))
+        else:
+            builder.store(column, at, align=width)
 
 
 class _Transposes(NamedTuple):
@@ -1079,15 +1127,15 @@ def _table(pt, tt, ptab, po, to, n, tile, nblocks, stream):
 TABLE_WALK = (njit(nogil=True)(_table), njit(parallel=True, nogil=True)(_table))
 
 
-# ---- the fused walk: out = (-t * g) * cof, transposed in registers straight from the target ------
+# ---- the fused walk: a formula's form applied to the rows of the register transposes -----------
 #
 # The transposed walk runs the formula into an L1 buffer (pass (a)), then transposes the buffer
-# into out (pass (b)). Where the formula is a negated scale of the target by one gradient value
-# (KL without logTarget, a 0-d gradient: Formula.negated_scale), it can be applied to the
-# transposed vectors in registers instead, between the transposes' loads from the target and their
-# stores to out: no buffer, no second pass. Built to store nothing, the shipped walk took 1.50x its
-# contiguous partner on kl_div float16 0-d at 2^22 on the Zen 5 (results/performance.md, section
-# 91), so no store order alone could bring it within 1.5x.
+# into out (pass (b)). Where the formula is one of a few float32 forms (Formula.fused_form: KL
+# without logTarget's negated scale, mse's scaled difference), it can be applied to the rows the
+# register transposes load instead, between those loads (from the operands it reads) and the
+# transposes' stores to out: no buffer, no second pass. Built to store nothing, the shipped walk
+# took 1.50x its contiguous partner on kl_div float16 0-d at 2^22 on the Zen 5 (results/
+# performance.md, section 91), so no store order alone could bring it within 1.5x.
 def _fused() -> bool:
     """Whether the transposed walk offers the fused walk (Tiling.fused): on the CPUs of _FUSED_CPUS,
     where it was measured (the Zen 5, kl_div's 0-d rows at 2^22 against the walk it replaced:
@@ -1106,88 +1154,159 @@ FUSED = _fused()
 # 2^22, 4096 took 0.90-1.00x the time of 128 (the walk's tile) with streamed stores, and 0.54x with
 # float32's ordinary ones (results/performance.md, section 92).
 FUSED_ROWS = 4096
+# The element types the fused transposes convert, as the loops' _load and _store do: float16 by
+# fpext/fptrunc (F16C), bfloat16 by a shift and _bf16_narrow's rounding (_bf16_round_hw with
+# AVX512-BF16, else _bf16_round), float32 as it is.
+_FUSED_TYPES = (types.int16, types.uint16, types.float32)
 
 
-def _make_fused_transpose(row_bytes: int, stream: bool) -> Callable[..., None]:
-    """``_make_transpose(stream, 2, row_bytes)`` of a float16 or float32 tile read from the target,
-    each column multiplied as the formula does, (-t * g) * cof in float32 (``g`` and ``cof`` float32
-    scalars), before its store: a float16 column widened (fpext, vcvtph2ps) and rounded back once
-    (fptrunc, vcvtps2ph: round to nearest even, as the loops' float16 stores). The same operations
-    in the same order as the formula's numba loop, so the same bits (tests:
-    test_fused_walk)."""
+def _fused_value(builder: ir.IRBuilder, form: FusedForm, g: ir.Value, x: ir.Value, t: ir.Value, cof: ir.Value):
+    """``form`` on float32 vectors, its operations in the formula's order (numba's loop of the same
+    formula compiles the same IEEE operations, so the same bits)."""
+    if form is FusedForm.NEGATED_SCALE:
+        return builder.fmul(builder.fmul(builder.fneg(t), g), cof)
+    return builder.fmul(builder.fmul(builder.fsub(x, t), cof), g)
+
+
+def _make_fused_transpose(form: FusedForm, row_bytes: int, stream: bool) -> Callable[..., None]:
+    """``_make_transpose(stream, 2, row_bytes)`` of a tile of ``form``'s values, from the operands
+    the form reads (x, t and g where g is an array; a float32 ``g`` is the one gradient value;
+    ``cof`` float32): each value widened to float32 as the loops' _load does, taken through
+    _fused_value and rounded back once as their _store does. x, t, g and dst hold one element type
+    (_FUSED_TYPES) and step alike: row i of each at s0 + i * ss. Same bits as the formula's loops
+    (tests: test_fused_walk).
+
+    Where the target is the one array read (a negated scale with a 0-d gradient), its raw rows are
+    transposed and each column is converted on its way to its store, as the register transpose of
+    one operand costs no more than the plain walk's. Where more are read, each row is converted
+    once (widened, the form, rounded) and the rounded rows are transposed: the columns of each
+    operand would take one transpose each (section 93)."""
 
     @intrinsic
-    def fused_transpose(typingctx, src, s0, ss, dst, d0, ds, g, cof):
-        if not (_raw_pair(src, dst) and src.dtype in (types.int16, types.float32)):
+    def fused_transpose(typingctx, g, x, t, s0, ss, dst, d0, ds, cof):
+        full = isinstance(g, types.Array)
+        read = (x, t, g) if full else (x, t)
+        if not (isinstance(dst, types.Array) and dst.dtype in _FUSED_TYPES):
             return None
-        if not (g == types.float32 and cof == types.float32):
+        if not all(isinstance(a, types.Array) and a.dtype == dst.dtype for a in read):
             return None
-        width = src.dtype.bitwidth // 8
+        if not (cof == types.float32 and (full or g == types.float32)):
+            return None
+        width = dst.dtype.bitwidth // 8
+        by_rows = full or form is not FusedForm.NEGATED_SCALE
 
         def codegen(context, builder, signature, args):
             n = _block(width, row_bytes)
-            vec = ir.VectorType(ir.IntType(16) if width == 2 else ir.FloatType(), n)
-            halves, floats = ir.VectorType(ir.HalfType(), n), ir.VectorType(ir.FloatType(), n)
-            # float16 columns widen to twice their row's bits
+            floats = ir.VectorType(ir.FloatType(), n)
+            vec = floats if width == 4 else ir.VectorType(ir.IntType(16), n)
+            # 16-bit rows widen to twice their bits
             set.add(builder.function.attributes, f'"min-legal-vector-width"="{8 * row_bytes * 4 // width}"')
 
-            def index(base: ir.Value, stride: ir.Value, k: int, plus: int = 0) -> ir.Value:
-                return builder.add(
-                    builder.add(base, builder.mul(stride, ir.Constant(stride.type, k))), ir.Constant(base.type, plus)
-                )
-
-            def splat(x: ir.Value) -> ir.Value:
-                one = builder.insert_element(ir.Constant(floats, ir.Undefined), x, ir.Constant(_I32, 0))
+            def splat(v: ir.Value) -> ir.Value:
+                one = builder.insert_element(ir.Constant(floats, ir.Undefined), v, ir.Constant(_I32, 0))
                 return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, n), [0] * n))
 
-            gs, cs = splat(args[6]), splat(args[7])
-            s0_, ss_, d0_, ds_ = args[1], args[2], args[4], args[5]
+            # Row i of an operand at quads[i // 4] + (i % 4) rows: a pointer four rows on from the
+            # last, each load at one of four offsets. A row's own offset from s0, invariant in the
+            # walk's loop, was hoisted out of it by LLVM: a register a row, spilled and reloaded.
+            ss_ = args[4]
+            offsets = [
+                ir.Constant(ss_.type, k) if k == 0 else builder.mul(ss_, ir.Constant(ss_.type, k)) for k in range(5)
+            ]
+            quads: dict[int, list[ir.Value]] = {}
+
+            def load(k: int, i: int) -> ir.Value:  # row i of operand k (0 g, 1 x, 2 t), raw
+                if k not in quads:
+                    data = context.make_array(signature.args[k])(context, builder, args[k]).data
+                    quads[k] = [builder.gep(builder.bitcast(data, vec.element.as_pointer()), [args[3]])]
+                while len(quads[k]) <= i // 4:
+                    quads[k].append(builder.gep(quads[k][-1], [offsets[4]]))
+                at = builder.bitcast(builder.gep(quads[k][i // 4], [offsets[i % 4]]), vec.as_pointer())
+                return builder.load(at, align=width)
+
+            def widen(v: ir.Value) -> ir.Value:
+                if dst.dtype == types.int16:
+                    return builder.fpext(builder.bitcast(v, ir.VectorType(ir.HalfType(), n)), floats)
+                if dst.dtype == types.uint16:
+                    wide = builder.shl(builder.zext(v, ir.VectorType(_I32, n)), _const(ir.VectorType(_I32, n), 16))
+                    return builder.bitcast(wide, floats)
+                return v
+
+            def narrow(v: ir.Value) -> ir.Value:
+                if dst.dtype == types.int16:
+                    return builder.bitcast(builder.fptrunc(v, ir.VectorType(ir.HalfType(), n)), vec)
+                if dst.dtype == types.uint16:
+                    return (_bf16_round_hw if HAS_BF16 else _bf16_round)(builder, v)
+                return v
+
+            cs, gs = splat(args[8]), None if full else splat(args[0])
             columns = []
             for b in range(2):
-                rows = [
-                    builder.load(
-                        _lanes_at(context, builder, src, args[0], index(s0_, ss_, b * n + i), vec), align=width
+                rows = []
+                for i in range(b * n, (b + 1) * n):
+                    if not by_rows:
+                        rows.append(load(2, i))
+                        continue
+                    x_ = widen(load(1, i)) if form is FusedForm.SCALED_DIFFERENCE else None
+                    v = narrow(
+                        _fused_value(builder, form, widen(load(0, i)) if full else gs, x_, widen(load(2, i)), cs)
                     )
-                    for i in range(n)
-                ]
+                    # An empty asm the row passes through: without it LLVM moved the transposes'
+                    # shuffles above the rounding, into float32 lanes, twice the bits to shuffle.
+                    rows.append(builder.call(ir.InlineAsm(ir.FunctionType(vec, [vec]), "", "=v,0"), [v]))
                 columns.append(_transpose_lanes(builder, rows, _LANE_BYTES // width))
-            for b, j in _store_order(2, n, row_bytes):
-                t = builder.fpext(builder.bitcast(columns[b][j], halves), floats) if width == 2 else columns[b][j]
-                v = builder.fmul(builder.fmul(builder.fneg(t), gs), cs)
-                value = builder.bitcast(builder.fptrunc(v, halves), vec) if width == 2 else v
-                at = _lanes_at(context, builder, dst, args[3], index(d0_, ds_, j, b * n), vec)
-                if stream:
-                    _nontemporal(builder, builder.store(value, at, align=row_bytes))
-                else:
-                    builder.store(value, at, align=width)
+
+            def value(c: ir.Value) -> ir.Value:  # a raw column of the target: converted as it is stored
+                return narrow(_fused_value(builder, form, gs, None, widen(c), cs))
+
+            _store_columns(context, builder, dst, args[5:8], columns, row_bytes, stream, None if by_rows else value)
             return context.get_dummy_value()
 
-        return types.none(src, s0, ss, dst, d0, ds, g, cof), codegen
+        return types.none(g, x, t, s0, ss, dst, d0, ds, cof), codegen
 
     return fused_transpose
 
 
-def fused_fits(shape: tuple[int, ...], t_strides: tuple[int, ...], row: int, itemsize: int) -> bool:
-    """Whether the fused walk takes a transposed problem of ``shape`` (rows, cols) whose target steps
-    ``t_strides`` (elements) and whose config's register row is ``row``: the target unit-stride
-    along the columns, the rows a whole number of stacked block pairs and the columns of blocks
-    (elsewhere the launch takes the config's own walk, the same bits)."""
+def fused_fits(shape: tuple[int, ...], strides: tuple[tuple[int, ...], ...], row: int, itemsize: int) -> bool:
+    """Whether the fused walk takes a transposed problem of ``shape`` (rows, cols) whose operands
+    read step ``strides`` (elements, one tuple each, the target's first) and whose config's
+    register row is ``row``: every operand read steps as the target does, unit-stride along the
+    columns, the rows a whole number of stacked block pairs and the columns of blocks (elsewhere
+    the launch takes the config's own walk, the same bits)."""
     side = _row_bytes(row) // itemsize
-    return len(shape) == 2 and t_strides[1] == 1 and shape[0] % (2 * side) == 0 and shape[1] % side == 0
+    fits = len(shape) == 2 and strides[0][1] == 1 and shape[0] % (2 * side) == 0 and shape[1] % side == 0
+    return fits and all(s == strides[0] for s in strides)
 
 
-def _fused_walk(row: int) -> Callable[..., None]:
-    """The fused walk with register rows ``row`` (Tiling.transpose_row): block b takes a contiguous
-    share of the target's rows, FUSED_ROWS at a time, each step strip by strip of one block's
-    columns, each strip two stacked blocks (_make_fused_transpose) at a time down its rows, out's
-    rows so1 apart. ``stream``: the column stores are non-temporal (the launch has checked out's
-    rows line-aligned, as for the transposed walk). The launch has checked fused_fits."""
-    pair, pair_nt = _make_fused_transpose(_row_bytes(row), False), _make_fused_transpose(_row_bytes(row), True)
+@njit(inline="always")
+def _one_gradient(pg, span, tag, g0):
+    """The fused walk's gradient with a 0-d one: its value, float32."""
+    return np.float32(g0)
+
+
+@njit(inline="always")
+def _gradient_array(pg, span, tag, g0):
+    """The fused walk's gradient with a full one: the array at pg."""
+    return _view(pg, span, tag)
+
+
+def _fused_walk(form: FusedForm, scalar_g: bool, row: int) -> Callable[..., None]:
+    """The fused walk of ``form`` with a 0-d gradient (``scalar_g``, its value g0) or a full one,
+    register rows ``row`` (Tiling.transpose_row): block b takes a contiguous share of the
+    operands' rows, FUSED_ROWS at a time, each step strip by strip of one block's columns, each
+    strip two stacked blocks (_make_fused_transpose) at a time down its rows, out's rows so1 apart.
+    ``stream``: the column stores are non-temporal (the launch has checked out's rows
+    line-aligned, as for the transposed walk). The launch has checked fused_fits: every operand
+    read steps st0 a row."""
     row_bytes = _row_bytes(row)
+    pair, pair_nt = (_make_fused_transpose(form, row_bytes, nt) for nt in (False, True))
+    gradient = _one_gradient if scalar_g else _gradient_array
 
-    def fused(pt, po, tt, to, t_span, o_span, rows, cols, st0, so1, g0, cof64, nblocks, stream):
-        t, o = _view(pt, t_span, tt), _view(po, o_span, to)
-        g, cof = np.float32(g0), np.float32(cof64)
+    def fused(
+        pg, px, pt, po, tg, tx, tt, to, g_span, x_span, t_span, o_span, rows, cols, st0, so1, g0, cof64, nblocks, stream
+    ):
+        g, x, t = gradient(pg, g_span, tg, g0), _view(px, x_span, tx), _view(pt, t_span, tt)
+        o, cof = _view(po, o_span, to), np.float32(cof64)
         side = np.uint64(row_bytes // o.itemsize)
         two, urows, ucols, ust0, uso1 = (
             np.uint64(2) * side,
@@ -1205,17 +1324,23 @@ def _fused_walk(row: int) -> Callable[..., None]:
                 for c in range(np.uint64(0), ucols, side):
                     for r in range(r0, r1, two):
                         if stream:
-                            pair_nt(t, r * ust0 + c, ust0, o, c * uso1 + r, uso1, g, cof)
+                            pair_nt(g, x, t, r * ust0 + c, ust0, o, c * uso1 + r, uso1, cof)
                         else:
-                            pair(t, r * ust0 + c, ust0, o, c * uso1 + r, uso1, g, cof)
+                            pair(g, x, t, r * ust0 + c, ust0, o, c * uso1 + r, uso1, cof)
             if stream:
                 _sfence()
 
     return fused
 
 
+# By (form, a 0-d gradient, register row): the serial and the parallel build.
 FUSED_WALKS = {
-    row: (njit(nogil=True)(_fused_walk(row)), njit(parallel=True, nogil=True)(_fused_walk(row)))
+    (form, scalar_g, row): (
+        njit(nogil=True)(_fused_walk(form, scalar_g, row)),
+        njit(parallel=True, nogil=True)(_fused_walk(form, scalar_g, row)),
+    )
+    for form in FusedForm
+    for scalar_g in (True, False)
     for row in TRANSPOSE_ROWS
 }
 

@@ -23,7 +23,7 @@ import torch
 from kernels import dispatch
 from kernels.errors import invalid
 from kernels.executor import Executor, Formula
-from kernels.modes import Op, Reduction
+from kernels.modes import FusedForm, Op, Reduction
 from kernels.plan import (
     broadcast,
     check_out_writable,
@@ -227,7 +227,7 @@ _value_log_sum = _log_value(_SUM_HALVED, True)
 _value_log_sum_checked = _log_twin(_SUM_HALVED, True)
 
 
-FORMULA = Formula("kl_div", _value, reads_input=False, triton_op=2, live_buffers=3, negated_scale=True)
+FORMULA = Formula("kl_div", _value, reads_input=False, triton_op=2, live_buffers=3, fused_form=FusedForm.NEGATED_SCALE)
 FORMULA_LOG = Formula(
     "kl_div_log",
     _value_log,

@@ -18,7 +18,7 @@ import torch
 from kernels import dispatch
 from kernels.errors import invalid
 from kernels.executor import Executor, Formula
-from kernels.modes import Op, Reduction
+from kernels.modes import FusedForm, Op, Reduction
 from kernels.plan import (
     broadcast,
     check_out_writable,
@@ -34,7 +34,7 @@ def _value(g: float, x: float, t: float, cof: float) -> float:
     return ((x - t) * cof) * g
 
 
-FORMULA = Formula("mse", _value, reads_input=True, triton_op=0, live_buffers=4)
+FORMULA = Formula("mse", _value, reads_input=True, triton_op=0, live_buffers=4, fused_form=FusedForm.SCALED_DIFFERENCE)
 
 
 def cof(reduction: Reduction, input_numel: int) -> float:

@@ -1,10 +1,11 @@
-"""The CPU backend's fused transposed walk (cpu_loops.FUSED_WALKS, Tiling.fused): KL without
-logTarget with a 0-d gradient, a transposed target and a contiguous out, its formula (-t * g) * cof
-applied to the columns of the register transposes straight from the target. Every call must give
-bitwise what the same call on a contiguous target gives (float16 and float32, every register row
-the host offers, 1 and 2 cores, streamed or not, special values in the target), and a problem the
-walk does not fit must run the config's own walk with the same bits. The knob is offered where
-cpu_loops.FUSED says (the Zen 5, or LOSSTUNE_CPU_FUSED=1), for those formulas and dtypes alone."""
+"""The CPU backend's fused transposed walk (cpu_loops.FUSED_WALKS, Tiling.fused): a formula with a
+form (Formula.fused_form: KL without logTarget's negated scale (-t * g) * cof, mse's scaled
+difference ((x - t) * cof) * g), transposed inputs and a contiguous out, the form applied inside
+the register transposes. Every call must give bitwise what the same call on contiguous inputs gives
+(float16, bfloat16 and float32; 0-d and full gradients; every register row the host offers, 1 and
+2 cores, streamed or not; special values in every input), and a problem the walk does not fit must
+run the config's own walk with the same bits. The knob is offered where cpu_loops.FUSED says (the
+Zen 5, or LOSSTUNE_CPU_FUSED=1), for formulas with a form alone."""
 
 from __future__ import annotations
 
@@ -17,19 +18,22 @@ import torch
 import kernels
 from kernels import dispatch, plan, tiling
 from kernels.backends import cpu, cpu_loops
-from kernels.modes import Variant
-from kernels.ops import kl_div, mse
+from kernels.executor import Formula
+from kernels.modes import FusedForm, Variant
+from kernels.ops import kl_div, l1, mse
 from kernels.tiling import Tiling
 from tests.helpers import as_bits, refused_in_fresh_process
 
 pytestmark = pytest.mark.usefixtures("cpu_backend")
 
-# (rows, cols) of out, the target a transposed view: whole block pairs in both dims (the fused walk
+# (rows, cols) of out, the inputs transposed views: whole block pairs in both dims (the fused walk
 # runs), 64 rows of many pieces of FUSED_ROWS, then rows or columns that leave a block part (the
 # config's own walk runs).
 FITS = ((64, 2 * cpu_loops.FUSED_ROWS + 512), (128, 1024), (96, 640))
-MISFITS = ((64, 1000), (36, 512), (70, 320))
-SPECIAL = (float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 6.0e4, 1.0e-7, -3.5e-6, 2.0**-20)
+MISFITS = ((64, 1000), (70, 320))
+# float32 subnormals among them: bfloat16 keeps them, and its rounding treats them apart
+SPECIAL = (float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 6.0e4, 1.0e-7, -3.5e-6, 2.0**-20, 1e-39, -3e-40, 5.0)
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 @pytest.fixture
@@ -45,10 +49,12 @@ def fused_offered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     dispatch.clear_plans()
 
 
-def _target(shape: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
-    t = torch.randn(shape[::-1], generator=torch.Generator().manual_seed(7)).t()
-    t[: len(SPECIAL) // 3, :3] = torch.tensor(SPECIAL).view(-1, 3)[: len(SPECIAL) // 3]
-    return t.to(dtype)
+def _transposed(shape: tuple[int, int], dtype: torch.dtype, seed: int, special: tuple[float, ...]) -> torch.Tensor:
+    """A transposed view of ``shape``, random, its first rows holding ``special`` values."""
+    a = torch.randn(shape[::-1], generator=torch.Generator().manual_seed(seed)).t()
+    k = len(special) // 3
+    a[:k, :3] = torch.tensor(special).view(-1, 3)[:k]
+    return a.to(dtype)
 
 
 def _configs() -> Iterator[Tiling]:
@@ -57,99 +63,162 @@ def _configs() -> Iterator[Tiling]:
             yield Tiling(tile=4096, cores=cores, variant=Variant.STRIDED, stream=stream, transpose_row=row, fused=True)
 
 
-@pytest.mark.usefixtures("fused_offered")
-@pytest.mark.parametrize("shape", FITS + MISFITS, ids=str)
-@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
-@pytest.mark.parametrize(
-    ("reduction", "grad"),
-    [("mean", 0.75), ("sum", -3.0), ("sum", float("inf")), ("mean", 0.0), ("sum", -0.0), ("mean", float("nan"))],
-)
-def test_the_fused_walk_gives_the_contiguous_bits(
-    monkeypatch: pytest.MonkeyPatch, shape: tuple[int, int], dtype: torch.dtype, reduction: str, grad: float
-) -> None:
-    """Each fused walk wrapped to count its calls, so a fitting shape is known to have run it and
-    a misfitting one, or a NaN gradient, the config's own walk."""
-    calls = []
+def _call(op: str, g: torch.Tensor, x: torch.Tensor, t: torch.Tensor, reduction: str, **kw: object) -> torch.Tensor:
+    if op == "mse":
+        return kernels.mse_loss_backward(g, x, t, reduction, **kw)
+    return kernels.kl_div_backward(g, x, t, reduction, False, **kw)
 
-    def counted(walk: Callable[..., None]) -> Callable[..., None]:
+
+def _counted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, ...]]:
+    """Every fused walk wrapped to record its key on each call, so a test knows which ran."""
+    calls: list[tuple[object, ...]] = []
+
+    def counted(key: tuple[object, ...], walk: Callable[..., None]) -> Callable[..., None]:
         def run(*args: object) -> None:
-            calls.append(walk)
+            calls.append(key)
             walk(*args)
 
         return run
 
-    walks = {row: tuple(counted(w) for w in builds) for row, builds in cpu_loops.FUSED_WALKS.items()}
+    walks = {key: tuple(counted(key, w) for w in builds) for key, builds in cpu_loops.FUSED_WALKS.items()}
     monkeypatch.setattr(cpu_loops, "FUSED_WALKS", walks)
-    t = _target(shape, dtype)
-    g = torch.tensor(grad).to(dtype)
-    want = kernels.kl_div_backward(g, t.contiguous(), t.contiguous(), reduction, False)
+    return calls
+
+
+@pytest.mark.usefixtures("fused_offered")
+@pytest.mark.parametrize("shape", FITS + MISFITS, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op", ["kl_div", "mse"])
+@pytest.mark.parametrize(
+    ("reduction", "grad"),
+    [("mean", 0.75), ("sum", float("inf")), ("sum", -0.0), ("mean", float("nan"))]
+    + [("none", None)],
+)
+def test_the_fused_walk_gives_the_contiguous_bits(
+    monkeypatch: pytest.MonkeyPatch, shape: tuple[int, int], dtype: torch.dtype, op: str, reduction: str, grad: float
+) -> None:
+    """Each fused walk wrapped to count its calls, so a fitting shape is known to have run it and
+    a misfitting one, or a NaN 0-d gradient, the config's own walk. A full gradient (reduction
+    none) holds the special values too, NaN where the target's is NaN among them."""
+    calls = _counted(monkeypatch)
+    x = _transposed(shape, dtype, 8, SPECIAL[::-1])
+    t = _transposed(shape, dtype, 7, SPECIAL)
+    g = torch.tensor(grad).to(dtype) if grad is not None else _transposed(shape, dtype, 9, SPECIAL)
+    gc = g if grad is not None else g.contiguous()
+    want = _call(op, gc, x.contiguous(), t.contiguous(), reduction)
+    # Where the gradient and an input are both NaN, the product's NaN is whichever operand the
+    # multiply takes first, an order LLVM picks per loop: the walks' and the contiguous loop's
+    # differ there on mse bfloat16 (its NaN target's 0xffff against the gradient's 0x7fc0), the
+    # fused walk aside (a NaN 0-d gradient never takes it). Those elements need only be NaN.
+    either = (x.isnan() | t.isnan()) & bool(grad is not None and math.isnan(grad))
     for config in _configs():
-        got = kernels.kl_div_backward(g, t, t, reduction, False, config=config)
-        assert torch.equal(as_bits(got), as_bits(want)), (config.short(), shape)
-    assert len(calls) == (len(list(_configs())) if shape in FITS and not math.isnan(grad) else 0)
+        got = _call(op, g, x, t, reduction, config=config)
+        assert torch.equal(as_bits(got)[~either], as_bits(want)[~either]), (config.short(), shape)
+        assert got[either].isnan().all()
+    runs = shape in FITS and (grad is None or not math.isnan(grad))
+    assert len(calls) == (len(list(_configs())) if runs else 0)
+    form = kl_div.FORMULA.fused_form if op == "kl_div" else mse.FORMULA.fused_form
+    assert all(key[:2] == (form, grad is not None) for key in calls)
 
 
-def test_the_fused_walk_fits_whole_block_pairs_of_a_unit_stride_target() -> None:
+@pytest.mark.usefixtures("fused_offered")
+def test_an_operand_of_another_dtype_or_layout_runs_the_configs_own_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fused walk reads every operand in out's element type and steps them alike: a float32
+    gradient of a float16 KL, or an mse input laid out apart from its target, takes the config's
+    own walk, with the same bits as the contiguous call."""
+    calls = _counted(monkeypatch)
+    config = next(_configs())
+    t = _transposed((128, 1024), torch.float16, 7, SPECIAL)
+    g = _transposed((128, 1024), torch.float32, 9, SPECIAL)
+    want = kernels.kl_div_backward(g.contiguous(), t.contiguous(), t.contiguous(), "none", False)
+    got = kernels.kl_div_backward(g, t, t, "none", False, config=config)
+    assert torch.equal(as_bits(got), as_bits(want))
+    x = torch.randn(2048, 128).to(torch.float16)[::2].t()  # its rows twice the target's step apart
+    t = _transposed((128, 1024), torch.float16, 7, SPECIAL)
+    g = torch.tensor(0.5).half()
+    want = kernels.mse_loss_backward(g, x.contiguous(), t.contiguous(), "mean")
+    got = kernels.mse_loss_backward(g, x, t, "mean", config=config)
+    assert torch.equal(as_bits(got), as_bits(want)) and not calls
+
+
+def test_the_fused_walk_fits_whole_block_pairs_of_operands_that_step_alike() -> None:
     """fused_fits: the walk's rows in stacked block pairs, its columns in blocks (16 float32 or 32
-    16-bit elements a whole-line row, half that a half row), the target unit-stride along them."""
+    16-bit elements a whole-line row, half that a half row), every operand read unit-stride along
+    them and stepping as the target does."""
     line, half = cpu_loops.LINE, cpu_loops.LINE // 2
-    assert cpu_loops.fused_fits((64, 32), (32, 1), half, 2)  # 16 x 16 blocks: pairs of 32 rows
-    assert not cpu_loops.fused_fits((48, 32), (32, 1), half, 2)
-    assert not cpu_loops.fused_fits((64, 24), (24, 1), half, 2)
-    assert cpu_loops.fused_fits((64, 32), (32, 1), line, 4)  # float32 16 x 16
-    assert cpu_loops.fused_fits((64, 32), (32, 1), line, 2)  # 16-bit 32 x 32: pairs of 64 rows
-    assert not cpu_loops.fused_fits((96, 32), (32, 1), line, 2)
-    assert not cpu_loops.fused_fits((64, 32), (1, 64), half, 2)  # the target's columns strided
-    assert not cpu_loops.fused_fits((64, 32, 2), (64, 2, 1), half, 2)
+    assert cpu_loops.fused_fits((64, 32), ((32, 1),), half, 2)  # 16 x 16 blocks: pairs of 32 rows
+    assert not cpu_loops.fused_fits((48, 32), ((32, 1),), half, 2)
+    assert not cpu_loops.fused_fits((64, 24), ((24, 1),), half, 2)
+    assert cpu_loops.fused_fits((64, 32), ((32, 1),), line, 4)  # float32 16 x 16
+    assert cpu_loops.fused_fits((64, 32), ((32, 1),), line, 2)  # 16-bit 32 x 32: pairs of 64 rows
+    assert not cpu_loops.fused_fits((96, 32), ((32, 1),), line, 2)
+    assert not cpu_loops.fused_fits((64, 32), ((1, 64),), half, 2)  # the target's columns strided
+    assert not cpu_loops.fused_fits((64, 32, 2), ((64, 2, 1),), half, 2)
+    assert cpu_loops.fused_fits((64, 32), ((32, 1), (32, 1), (32, 1)), half, 2)
+    assert not cpu_loops.fused_fits((64, 32), ((32, 1), (64, 1)), half, 2)  # another row step
+    assert not cpu_loops.fused_fits((64, 32), ((32, 1), (0, 0)), half, 2)  # a broadcast operand
 
 
 def test_plumbing_with_a_spy_walk_a_fused_config_takes_the_fused_walk_where_it_fits(
     monkeypatch: pytest.MonkeyPatch, fused_offered: None
 ) -> None:
     """A spy stands in for every fused walk (this tests the launch's pick, not the walk): a fused
-    config runs it where the problem fits and the target's dtype is out's, with the target's and
-    out's strides, the gradient's value, the cores and the stream flag; elsewhere the config's own
-    walk runs and the spy is not called."""
+    config runs the walk of its formula's form and gradient kind where the problem fits, with the
+    operands' addresses and spans, the target's and out's strides, the gradient's value, the cores
+    and the stream flag; elsewhere the config's own walk runs and the spy is not called."""
     calls: list[tuple[object, ...]] = []
 
-    def spy(*args: object) -> None:
-        calls.append(args)
+    def spy(key: tuple[object, ...]) -> Callable[..., None]:
+        return lambda *args: calls.append((key, args))
 
-    spies = {row: (spy, spy) for row in cpu_loops.TRANSPOSE_ROWS}
+    spies = {key: (spy(key), spy(key)) for key in cpu_loops.FUSED_WALKS}
     monkeypatch.setattr(cpu_loops, "FUSED_WALKS", spies)
     row = cpu_loops.TRANSPOSE_ROWS[-1]
     config = Tiling(tile=4096, cores=2, variant=Variant.STRIDED, stream=True, transpose_row=row, fused=True)
-    t = _target((128, 1024), torch.float16)
+    t = _transposed((128, 1024), torch.float16, 7, SPECIAL)
     kernels.kl_div_backward(torch.tensor(0.5).half(), t, t, "sum", False, config=config)
-    assert len(calls) == 1
-    *_, rows, cols, st0, so1, g0, cof, cores, stream = calls[0]
-    assert (rows, cols, st0, so1, g0, cof, cores, stream) == (1024, 128, 128, 1024, 0.5, 1.0, 2, True)
-    t = _target((64, 1000), torch.float16)
+    x = _transposed((128, 1024), torch.float16, 8, SPECIAL)
+    g = _transposed((128, 1024), torch.float16, 9, SPECIAL)
+    kernels.mse_loss_backward(g, x, t, "none", config=config)
+    assert [key for key, _ in calls] == [
+        (FusedForm.NEGATED_SCALE, True, row),
+        (FusedForm.SCALED_DIFFERENCE, False, row),
+    ]
+    (_, kl_args), (_, mse_args) = calls
+    assert kl_args[2] == t.data_ptr() and kl_args[8:12] == (1, t.numel(), t.numel(), t.numel())
+    assert kl_args[12:] == (1024, 128, 128, 1024, 0.5, 1.0, 2, True)
+    assert mse_args[:3] == (g.data_ptr(), x.data_ptr(), t.data_ptr()) and mse_args[8:12] == (t.numel(),) * 4
+    assert mse_args[12:] == (1024, 128, 128, 1024, 0.0, 2.0, 2, True)
+    t = _transposed((64, 1000), torch.float16, 7, SPECIAL)
     want = kernels.kl_div_backward(torch.tensor(0.5).half(), t.contiguous(), t.contiguous(), "sum", False)
     got = kernels.kl_div_backward(torch.tensor(0.5).half(), t, t, "sum", False, config=config)
-    assert len(calls) == 1 and torch.equal(as_bits(got), as_bits(want))
+    assert len(calls) == 2 and torch.equal(as_bits(got), as_bits(want))
 
 
-def test_the_fused_walk_is_offered_for_a_negated_scale_with_a_0d_gradient_in_float16_and_float32(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Tiling.fused is in the space of KL without logTarget with a 0-d gradient and a float16 or
-    float32 out, where cpu_loops.FUSED; not for bfloat16, a full gradient, logTarget or mse; a
-    space without it keeps the hash it had; with the other walk knobs a constraint keeps it alone."""
+def test_a_formula_of_an_older_op_module_says_its_negated_scale_by_the_old_flag() -> None:
+    """tuner.restamp loads old revisions of the op modules, whose KL formula said
+    ``negated_scale=True``: that still gives it the form, and nothing else does."""
+    old = Formula("kl_div", kl_div.FORMULA.value, reads_input=False, triton_op=2, live_buffers=3, negated_scale=True)
+    assert old.fused_form is FusedForm.NEGATED_SCALE
+    assert Formula("x", kl_div.FORMULA.value, reads_input=False, triton_op=2, live_buffers=3).fused_form is None
+
+
+def test_the_fused_walk_is_offered_for_formulas_with_a_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tiling.fused is in the transposed space of KL without logTarget and of mse, 0-d or full
+    gradient, every dtype, where cpu_loops.FUSED; not for logTarget or l1; a space without it keeps
+    the hash it had; with the other walk knobs a constraint keeps it alone."""
     backend = cpu.CpuBackend()
     x = torch.randn(256, 64).t()
     scalar = plan.elementwise_geometry(torch.tensor(1.0), x, x, torch.empty(64, 256), (64, 256))
     full = plan.elementwise_geometry(x, x, x, torch.empty(64, 256), (64, 256))
     monkeypatch.setattr(cpu_loops, "FUSED", True)
-    assert kl_div.FORMULA.negated_scale and not kl_div.FORMULA_LOG.negated_scale and not mse.FORMULA.negated_scale
-    for formula, geo, dtype, offered in (
-        (kl_div.FORMULA, scalar, torch.float16, True),
-        (kl_div.FORMULA, scalar, torch.float32, True),
-        (kl_div.FORMULA, scalar, torch.bfloat16, False),
-        (kl_div.FORMULA, full, torch.float16, False),
-        (kl_div.FORMULA_LOG, scalar, torch.float16, False),
-        (mse.FORMULA, scalar, torch.float32, False),
-    ):
+    assert (
+        kl_div.FORMULA.fused_form is FusedForm.NEGATED_SCALE and mse.FORMULA.fused_form is FusedForm.SCALED_DIFFERENCE
+    )
+    assert kl_div.FORMULA_LOG.fused_form is None and l1.FORMULA.fused_form is None
+    cases = [(f, geo, dtype, True) for f in (kl_div.FORMULA, mse.FORMULA) for geo in (scalar, full) for dtype in DTYPES]
+    cases += [(kl_div.FORMULA_LOG, scalar, torch.float16, False), (l1.FORMULA, full, torch.float32, False)]
+    for formula, geo, dtype, offered in cases:
         space = backend.space(formula, geo, dtype)
         assert ("fused" in dict(space.knobs)) == offered, (formula.name, dtype)
         monkeypatch.setattr(cpu_loops, "FUSED", False)

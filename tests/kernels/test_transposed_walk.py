@@ -286,6 +286,7 @@ def test_the_inputs_first_order_is_offered_only_for_a_target_only_formula_with_a
     backend = cpu.CpuBackend()
     x = torch.randn(256, 64).t()
     monkeypatch.setattr(cpu_loops, "INPUTS_FIRST", True)
+    monkeypatch.setattr(cpu_loops, "FUSED", False)  # its knob, tested apart (test_fused_walk)
     cases = {
         "kl_div 0-d": (kl_div.FORMULA, torch.tensor(1.0), True),
         "kl_div-log 0-d": (kl_div.FORMULA_LOG, torch.tensor(1.0), True),
@@ -359,6 +360,7 @@ def test_deferring_is_offered_only_for_16_bit_outs_and_never_with_inputs_first(
     x = torch.randn(256, 64).t()
     monkeypatch.setattr(cpu_loops, "DEFERRED", True)
     monkeypatch.setattr(cpu_loops, "INPUTS_FIRST", True)
+    monkeypatch.setattr(cpu_loops, "FUSED", False)  # its knob, tested apart (test_fused_walk)
     for dtype, offered in ((torch.float32, False), (torch.float16, True), (torch.bfloat16, True)):
         geo = plan.elementwise_geometry(x, x, x, torch.empty(64, 256), (64, 256))
         space = backend.space(mse.FORMULA, geo, dtype)

@@ -173,6 +173,14 @@ def coarse_offered() -> bool:
     return cpu_loops.target_cpu() in _COARSE_CPUS if forced is None else forced
 
 
+def _holds_a_row(loops: ModuleType) -> bool:
+    """Whether one vector register holds a transpose row of ``loops`` (TRANSPOSE_BYTES): the fused
+    walk passes each rounded row through an empty asm that asks for one, and a 64-byte row on a
+    host without AVX-512 (LOSSTUNE_CPU_TRANSPOSE_BYTES=64 on AVX2) stops LLVM itself, killing the
+    process ("couldn't allocate output register for constraint 'v'")."""
+    return loops.TRANSPOSE_BYTES <= loops.LINE // 2 or loops.target_features().get("avx512f", False)
+
+
 def _fused_key(key: object) -> str:
     """A fused walk's key in restamp's listing (``built``): (form, 0-d gradient, row) as
     "form,scalar|full,row"; an older revision's (its row alone) as it is."""
@@ -249,9 +257,9 @@ class CpuBackend:
             )
             # Deferring out's stores gained on 16-bit outs only (float32's pieces are half as long).
             deferred = getattr(loops, "DEFERRED", False) and dtype.itemsize == 2
-            # The fused walk applies the formula's form to its transposes' rows, converting each
-            # dtype as the loops do.
-            fused = getattr(loops, "FUSED", False) and formula.fused_form is not None
+            # The fused walk applies the formula's form inside its transposes, converting each
+            # dtype as the loops do, where a register holds a transpose row (_holds_a_row).
+            fused = getattr(loops, "FUSED", False) and formula.fused_form is not None and _holds_a_row(loops)
             return cpu_transposed_space(
                 self._facts,
                 geometry.numel,
@@ -460,10 +468,12 @@ class CpuBackend:
         """Whether a fused config's launch takes the fused walk: cpu_loops.fused_fits over the
         operands the formula's form reads (the target, self where it reads it, a full gradient),
         each of out's dtype, and a 0-d gradient's value ``g`` not NaN; elsewhere the config's own
-        walk runs, the same bits. A NaN gradient makes every value NaN, and where the target is
+        walk runs, the same bits. A NaN 0-d gradient makes every value NaN, and where the target is
         NaN too the product's NaN is whichever operand the multiply's instruction takes first, an
         order LLVM picks per loop: the fused walk's half-row float32 build returned the target's,
-        the loops the gradient's (tests: test_fused_walk)."""
+        the loops the gradient's. With a full gradient the fused walks and the loops keep the same
+        operand's NaN, a negative one of its own payload in the gradient included (tests:
+        test_fused_walk)."""
         _, shape, strides = arrays
         read = [ex.target] + [ex.inp] * ex.formula.reads_input + [ex.grad] * (ex.geometry.grad_kind is GradKind.FULL)
         axes = [2] + [1] * ex.formula.reads_input + [0] * (ex.geometry.grad_kind is GradKind.FULL)

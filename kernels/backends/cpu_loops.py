@@ -1138,10 +1138,12 @@ TABLE_WALK = (njit(nogil=True)(_table), njit(parallel=True, nogil=True)(_table))
 # performance.md, section 91), so no store order alone could bring it within 1.5x.
 def _fused() -> bool:
     """Whether the transposed walk offers the fused walk (Tiling.fused): on the CPUs of _FUSED_CPUS,
-    where it was measured (the Zen 5, kl_div's 0-d rows at 2^22 against the walk it replaced:
-    float32 streamed 0.83-0.86x the time, the memory fast or slow; float16 streamed 0.72x while the
-    memory ran fast, with ordinary stores 0.86-0.91x while it ran slow and 0.99-1.05x while fast;
-    section 92), with F16C (its float16 conversions are LLVM's fpext and fptrunc).
+    where it was measured (the Zen 5, at 2^22 against the walks it replaced: kl_div's 0-d rows,
+    float32 streamed 0.83-0.86x the time, float16 streamed 0.72x while the memory ran fast, with
+    ordinary stores 0.86-0.91x while it ran slow and 0.99-1.05x while fast, section 92; kl_div
+    bfloat16 0-d 0.84x, float16 full 0.88x, float32 0.92-0.94x, mse's rows no faster, its full
+    gradient rows slower, section 93: the tuner keeps the fused walk per bucket where it wins),
+    with F16C (its float16 conversions are LLVM's fpext and fptrunc).
     ``LOSSTUNE_CPU_FUSED`` 1 offers it on any host with F16C, 0 on none."""
     forced = _forced("LOSSTUNE_CPU_FUSED")
     return HAS_F16C and (target_cpu() in _FUSED_CPUS if forced is None else forced)
@@ -1149,10 +1151,11 @@ def _fused() -> bool:
 
 _FUSED_CPUS = ("znver5",)
 FUSED = _fused()
-# Target rows per step of a block in the fused walk, all its columns in strips of one register
+# Input rows per step of a block in the fused walk, all its columns in strips of one register
 # block: its out rows then take runs of FUSED_ROWS elements. No buffer bounds it; on kl_div 0-d at
 # 2^22, 4096 took 0.90-1.00x the time of 128 (the walk's tile) with streamed stores, and 0.54x with
-# float32's ordinary ones (results/performance.md, section 92).
+# float32's ordinary ones (results/performance.md, section 92; not measured again for the other
+# forms).
 FUSED_ROWS = 4096
 # The element types the fused transposes convert, as the loops' _load and _store do: float16 by
 # fpext/fptrunc (F16C), bfloat16 by a shift and _bf16_narrow's rounding (_bf16_round_hw with

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -34,6 +35,12 @@ MISFITS = ((64, 1000), (70, 320))
 # float32 subnormals among them: bfloat16 keeps them, and its rounding treats them apart
 SPECIAL = (float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 6.0e4, 1.0e-7, -3.5e-6, 2.0**-20, 1e-39, -3e-40, 5.0)
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# a negative quiet NaN with a payload of its own in each dtype (torch's NaN is positive, payload 0)
+_NEGATIVE_NAN = {
+    torch.float16: torch.tensor([-0x1E0], dtype=torch.int16).view(torch.float16)[0],
+    torch.bfloat16: torch.tensor([-0x3E], dtype=torch.int16).view(torch.bfloat16)[0],
+    torch.float32: torch.tensor([-0x3FFF00], dtype=torch.int32).view(torch.float32)[0],
+}
 
 
 @pytest.fixture
@@ -43,6 +50,8 @@ def fused_offered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     cleared on both sides, since a plan holds its space."""
     if not cpu_loops.HAS_F16C:
         pytest.skip("the fused walk needs F16C")
+    if not cpu._holds_a_row(cpu_loops):
+        pytest.skip("the fused walk needs a register that holds a transpose row")
     monkeypatch.setattr(cpu_loops, "FUSED", True)
     dispatch.clear_plans()
     yield
@@ -91,8 +100,7 @@ def _counted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, ...]]:
 @pytest.mark.parametrize("op", ["kl_div", "mse"])
 @pytest.mark.parametrize(
     ("reduction", "grad"),
-    [("mean", 0.75), ("sum", float("inf")), ("sum", -0.0), ("mean", float("nan"))]
-    + [("none", None)],
+    [("mean", 0.75), ("sum", float("inf")), ("sum", -0.0), ("mean", float("nan"))] + [("none", None)],
 )
 def test_the_fused_walk_gives_the_contiguous_bits(
     monkeypatch: pytest.MonkeyPatch, shape: tuple[int, int], dtype: torch.dtype, op: str, reduction: str, grad: float
@@ -104,6 +112,8 @@ def test_the_fused_walk_gives_the_contiguous_bits(
     x = _transposed(shape, dtype, 8, SPECIAL[::-1])
     t = _transposed(shape, dtype, 7, SPECIAL)
     g = torch.tensor(grad).to(dtype) if grad is not None else _transposed(shape, dtype, 9, SPECIAL)
+    if grad is None:  # a NaN of its own where the target's is NaN: which one the walk keeps shows
+        g[0, 0] = _NEGATIVE_NAN[dtype]
     gc = g if grad is not None else g.contiguous()
     want = _call(op, gc, x.contiguous(), t.contiguous(), reduction)
     # Where the gradient and an input are both NaN, the product's NaN is whichever operand the
@@ -118,7 +128,8 @@ def test_the_fused_walk_gives_the_contiguous_bits(
     runs = shape in FITS and (grad is None or not math.isnan(grad))
     assert len(calls) == (len(list(_configs())) if runs else 0)
     form = kl_div.FORMULA.fused_form if op == "kl_div" else mse.FORMULA.fused_form
-    assert all(key[:2] == (form, grad is not None) for key in calls)
+    rows = [c.transpose_row for c in _configs()]
+    assert calls == ([(form, grad is not None, row) for row in rows] if runs else [])
 
 
 @pytest.mark.usefixtures("fused_offered")
@@ -129,16 +140,18 @@ def test_an_operand_of_another_dtype_or_layout_runs_the_configs_own_walk(monkeyp
     calls = _counted(monkeypatch)
     config = next(_configs())
     t = _transposed((128, 1024), torch.float16, 7, SPECIAL)
-    g = _transposed((128, 1024), torch.float32, 9, SPECIAL)
-    want = kernels.kl_div_backward(g.contiguous(), t.contiguous(), t.contiguous(), "none", False)
-    got = kernels.kl_div_backward(g, t, t, "none", False, config=config)
-    assert torch.equal(as_bits(got), as_bits(want))
-    x = torch.randn(2048, 128).to(torch.float16)[::2].t()  # its rows twice the target's step apart
-    t = _transposed((128, 1024), torch.float16, 7, SPECIAL)
+    for g, runs in ((_transposed((128, 1024), torch.float16, 9, SPECIAL), 1), (t.float(), 0)):
+        want = kernels.kl_div_backward(g.contiguous(), t.contiguous(), t.contiguous(), "none", False)
+        got = kernels.kl_div_backward(g, t, t, "none", False, config=config)
+        assert torch.equal(as_bits(got), as_bits(want)) and len(calls) == runs  # the first: the control
+        calls.clear()
     g = torch.tensor(0.5).half()
-    want = kernels.mse_loss_backward(g, x.contiguous(), t.contiguous(), "mean")
-    got = kernels.mse_loss_backward(g, x, t, "mean", config=config)
-    assert torch.equal(as_bits(got), as_bits(want)) and not calls
+    x_twice_apart = torch.randn(2048, 128).to(torch.float16)[::2].t()  # its rows twice the target's step apart
+    for x, runs in ((_transposed((128, 1024), torch.float16, 8, SPECIAL), 1), (x_twice_apart, 0)):
+        want = kernels.mse_loss_backward(g, x.contiguous(), t.contiguous(), "mean")
+        got = kernels.mse_loss_backward(g, x, t, "mean", config=config)
+        assert torch.equal(as_bits(got), as_bits(want)) and len(calls) == runs
+        calls.clear()
 
 
 def test_the_fused_walk_fits_whole_block_pairs_of_operands_that_step_alike() -> None:
@@ -185,7 +198,8 @@ def test_plumbing_with_a_spy_walk_a_fused_config_takes_the_fused_walk_where_it_f
         (FusedForm.SCALED_DIFFERENCE, False, row),
     ]
     (_, kl_args), (_, mse_args) = calls
-    assert kl_args[2] == t.data_ptr() and kl_args[8:12] == (1, t.numel(), t.numel(), t.numel())
+    assert kl_args[1:3] == (t.data_ptr(), t.data_ptr())  # the target stands in for the unread self
+    assert kl_args[8:12] == (1, t.numel(), t.numel(), t.numel())
     assert kl_args[12:] == (1024, 128, 128, 1024, 0.5, 1.0, 2, True)
     assert mse_args[:3] == (g.data_ptr(), x.data_ptr(), t.data_ptr()) and mse_args[8:12] == (t.numel(),) * 4
     assert mse_args[12:] == (1024, 128, 128, 1024, 0.0, 2.0, 2, True)
@@ -207,6 +221,8 @@ def test_the_fused_walk_is_offered_for_formulas_with_a_form(monkeypatch: pytest.
     """Tiling.fused is in the transposed space of KL without logTarget and of mse, 0-d or full
     gradient, every dtype, where cpu_loops.FUSED; not for logTarget or l1; a space without it keeps
     the hash it had; with the other walk knobs a constraint keeps it alone."""
+    if not cpu._holds_a_row(cpu_loops):
+        pytest.skip("the fused walk needs a register that holds a transpose row")
     backend = cpu.CpuBackend()
     x = torch.randn(256, 64).t()
     scalar = plan.elementwise_geometry(torch.tensor(1.0), x, x, torch.empty(64, 256), (64, 256))
@@ -234,6 +250,16 @@ def test_the_fused_walk_is_offered_for_formulas_with_a_form(monkeypatch: pytest.
         assert space.violations(both) == ["fused_alone: not (fused and (transpose_in or defer_out))"]
     alone = tiling.cpu_transposed_space(backend.facts(), 1 << 14, 1 << 15, fused=True)
     assert not alone.constraints and any(c.fused for c in alone) and any(not c.fused for c in alone)
+
+
+def test_the_fused_walk_needs_a_register_that_holds_a_transpose_row() -> None:
+    """_holds_a_row: half-line rows anywhere, whole-line (512-bit) rows with AVX-512 only (the
+    walk's barrier asks for one register a row; LLVM aborts the process where none holds it)."""
+    for row_bytes, avx512f, want in ((32, False, True), (64, False, False), (64, True, True), (32, True, True)):
+        loops = SimpleNamespace(
+            TRANSPOSE_BYTES=row_bytes, LINE=cpu_loops.LINE, target_features=lambda f=avx512f: {"avx512f": f}
+        )
+        assert cpu._holds_a_row(loops) is want, (row_bytes, avx512f)
 
 
 def test_the_fused_walk_is_offered_where_asked_and_a_bad_switch_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

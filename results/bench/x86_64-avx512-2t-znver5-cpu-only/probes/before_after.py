@@ -1,0 +1,69 @@
+"""Each 2^22 row whose table config changed between two commits, its old config against its new
+one in interleaved rounds in one process, over the contiguous partner at its own config (results/
+performance.md, section 93). The configs come from two JSON files written by a checkout of each
+commit (``{case label: config dict}``, every entry fresh there). Outputs bit for bit first. Run
+from the repository root:
+
+    python results/bench/x86_64-avx512-2t-znver5-cpu-only/probes/before_after.py BEFORE.json NOW.json 7
+
+Not part of the package.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+
+import torch
+
+from kernels import timing
+from kernels.backends.cpu import CpuBackend
+from kernels.modes import Op, Reduction
+from kernels.tiling import Tiling
+from tuner.goals import spread
+from tuner.problems import Case, InputLayout
+
+N = 1 << 22
+BACKEND = CpuBackend()
+OPS = {"mse": Op.MSE, "kl_div": Op.KL_DIV}
+REDUCTIONS = {"mean": Reduction.MEAN, "none": Reduction.NONE}
+
+
+def main() -> None:
+    before, now = ({k: Tiling.from_dict(v) for k, v in json.load(open(p)).items()} for p in sys.argv[1:3])
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+    print(f"# 2^22, {rounds} rounds; over the contiguous partner, median (min-max)")
+    for label, config in now.items():
+        if before[label] == config or "transposed" not in label:
+            continue
+        op, dtype, _, _, red = label.split()
+        case = Case(OPS[op], getattr(torch, dtype), (N,), REDUCTIONS[red], layout=InputLayout.TRANSPOSED)
+        flat = Case(case.op, case.dtype, case.shape, case.reduction)
+        variants = [("before: " + before[label].short(), before[label]), ("now: " + config.short(), config)]
+        g, x, t = case.inputs("cpu")
+        outs, exs = [], []
+        for _, c in variants:
+            out = case.out_like(x)
+            ex = case.phase_one(g, x, t, out, "cpu", config=c)
+            BACKEND.launch(ex)
+            outs.append(out)
+            exs.append(ex)
+        bits = torch.int16 if case.dtype.itemsize == 2 else torch.int32
+        assert torch.equal(outs[0].view(bits), outs[1].view(bits)), "the configs' bits differ"
+        fg, fx, ft = flat.inputs("cpu")
+        fex = flat.phase_one(fg, fx, ft, flat.out_like(fx), "cpu", config=now[flat.label()])
+        runs = [(lambda _, ex=ex: BACKEND.launch(ex)) for ex in exs]
+        runs.append(lambda _, ex=fex: BACKEND.launch(ex))
+        measured = timing.interleaved(runs, rounds=rounds, min_time_s=0.15)
+        print(f"## {label}  partner {measured[-1].median_s * 1e6:.0f} us", flush=True)
+        for (name, _), r in zip(variants, measured, strict=False):
+            ratios = [a / b for a, b in zip(r.medians, measured[-1].medians, strict=True)]
+            print(
+                f"  {name:72s} {r.median_s * 1e6:7.0f} us  {statistics.median(ratios):.2f} ({spread(ratios, '.2f')})",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

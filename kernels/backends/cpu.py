@@ -475,14 +475,15 @@ class CpuBackend:
         operand's NaN, a negative one of its own payload in the gradient included (tests:
         test_fused_walk)."""
         _, shape, strides = arrays
-        read = [ex.target] + [ex.inp] * ex.formula.reads_input + [ex.grad] * (ex.geometry.grad_kind is GradKind.FULL)
-        axes = [2] + [1] * ex.formula.reads_input + [0] * (ex.geometry.grad_kind is GradKind.FULL)
+        full = ex.geometry.grad_kind is GradKind.FULL
+        # (operand, its row in the walk's stride array), the target's first as fused_fits wants
+        read = [(ex.target, 2)] + [(ex.inp, 1)] * ex.formula.reads_input + [(ex.grad, 0)] * full
         return (
-            all(v.dtype == ex.out.dtype for v in read)
+            all(v.dtype == ex.out.dtype for v, _ in read)
             and not math.isnan(g)
             and self._loops.fused_fits(
                 tuple(shape.tolist()),
-                tuple(tuple(strides[k].tolist()) for k in axes),
+                tuple(tuple(strides[k].tolist()) for _, k in read),
                 ex.config.transpose_row,
                 ex.out.element_size(),
             )

@@ -45,6 +45,9 @@ class Tiling:
     # mse's scaled difference) applied inside the register transposes, straight from the inputs
     # into out (cpu_loops.FUSED_WALKS; offered for formulas with a form where cpu_loops.FUSED)
     fused: bool = False
+    # cpu only, the fused walk with half-line rows: both stacked blocks' rows side by side in one
+    # whole-line register, each column a whole line of out (offered where cpu_loops.PAIRED)
+    paired: bool = False
 
     def to_dict(self) -> dict[str, object]:
         return {**dataclasses.asdict(self), "variant": self.variant.value}
@@ -79,6 +82,8 @@ class Tiling:
             parts.append("deferred")
         if self.fused:
             parts.append("fused")
+        if self.paired:
+            parts.append("paired")
         return " ".join(parts)
 
 
@@ -275,6 +280,15 @@ _CPU_FUSED_ALONE = Constraint(
 )
 
 
+def _paired_fused(row: int) -> Constraint:
+    """Tiling.paired is a form of the fused walk with rows of ``row`` bytes (the half row)."""
+    return Constraint(
+        "paired_fused",
+        f"not paired or (fused and transpose_row == {row})",
+        lambda c: not c.paired or (c.fused and c.transpose_row == row),
+    )
+
+
 def cpu_transposed_space(
     facts: DeviceFacts,
     numel: int,
@@ -284,6 +298,7 @@ def cpu_transposed_space(
     inputs_first: bool = False,
     deferred: bool = False,
     fused: bool = False,
+    paired_row: int = 0,
 ) -> Space:
     """The space of a transposed walk: ``tiles`` (the walk's buffer in 4-byte words, the backend's
     list), cores, stream and, where the backend offers more than its own, ``rows`` (the register
@@ -298,7 +313,9 @@ def cpu_transposed_space(
     order only: with inputs_first too, a constraint keeps the two apart. Without it, the same: the
     space and its hash are as before. ``fused`` adds the fused walk (Tiling.fused:
     cpu_loops.FUSED, for a formula with a form, Formula.fused_form), a walk of its own: a
-    constraint keeps it from the other two. Without it, the same."""
+    constraint keeps it from the other two. Without it, the same. ``paired_row`` (the half row,
+    where cpu_loops.PAIRED; with ``fused``) adds Tiling.paired, a form of the fused walk with that
+    row alone: a constraint says so. Without it, the same."""
     cores = tuple(range(1, facts.cores + 1))
     default = Tiling(
         tile=CPU_TRANSPOSED_TILE,
@@ -317,6 +334,9 @@ def cpu_transposed_space(
     knobs += (("fused", (False, True)),) if fused else ()
     constraints = (_CPU_ONE_ORDER,) if inputs_first and deferred else ()
     constraints += (_CPU_FUSED_ALONE,) if fused and (inputs_first or deferred) else ()
+    if fused and paired_row:
+        knobs += (("paired", (False, True)),)
+        constraints += (_paired_fused(paired_row),)
     return Space("cpu", knobs, constraints, default, carry=_CPU_WALK_CARRY)
 
 

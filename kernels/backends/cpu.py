@@ -235,8 +235,9 @@ class CpuBackend:
             for build, fn in zip(("serial", "parallel"), self._loops.TABLE_WALK, strict=True)
         )
         found.extend(  # an older revision's loops (tuner.restamp) may have none
-            (f"FUSED_WALK[{_fused_key(key)}] {build}", fn)
-            for key, fns in getattr(self._loops, "FUSED_WALKS", {}).items()
+            (f"{kind}_WALK[{_fused_key(key)}] {build}", fn)
+            for kind in ("FUSED", "PAIRED")
+            for key, fns in getattr(self._loops, f"{kind}_WALKS", {}).items()
             for build, fn in zip(("serial", "parallel"), fns, strict=True)
         )
         return found
@@ -260,6 +261,11 @@ class CpuBackend:
             # The fused walk applies the formula's form inside its transposes, converting each
             # dtype as the loops do, where a register holds a transpose row (_holds_a_row).
             fused = getattr(loops, "FUSED", False) and formula.fused_form is not None and _holds_a_row(loops)
+            # ... and with half rows in whole-line registers, two blocks a register (cpu_loops.PAIRED),
+            # for 16-bit outs: float32's paired build let LLVM commute a multiply, so where a NaN
+            # gradient met a NaN target it kept the other NaN's bits than the loops do.
+            paired = fused and getattr(loops, "PAIRED", False) and dtype.itemsize == 2
+            paired_row = loops.LINE // 2 if paired else 0
             return cpu_transposed_space(
                 self._facts,
                 geometry.numel,
@@ -269,6 +275,7 @@ class CpuBackend:
                 first,
                 deferred,
                 fused,
+                paired_row,
             )
         table = (Variant.TABLE,) if table_variant(formula, geometry, dtype) else ()
         return cpu_space(self._facts, geometry.variants + table, geometry.numel)
@@ -432,7 +439,8 @@ class CpuBackend:
                 g0 = g.item() if scalar_g else 0.0
                 if self._fused(ex, arrays, g0):
                     spans, shape, strides = arrays
-                    walk = self._loops.FUSED_WALKS[ex.formula.fused_form, scalar_g, cfg.transpose_row][pick]
+                    walks = self._loops.PAIRED_WALKS if cfg.paired else self._loops.FUSED_WALKS
+                    walk = walks[ex.formula.fused_form, scalar_g, cfg.transpose_row][pick]
                     stream = cfg.stream and _line_aligned(o, geo.strides[3][1])
                     rows, cols = shape.tolist()
                     walk(

@@ -67,8 +67,7 @@ def _bf16_to_f32(typingctx, b):
         return None
 
     def codegen(context, builder, signature, args):
-        wide = builder.shl(builder.zext(args[0], _I32), ir.Constant(_I32, 16))
-        return builder.bitcast(wide, ir.FloatType())
+        return _bf16_widen(builder, args[0])
 
     return types.float32(types.uint16), codegen
 
@@ -163,6 +162,12 @@ def _like(ty: ir.Type, element: ir.Type) -> ir.Type:
 def _const(ty: ir.Type, v: int) -> ir.Constant:
     """The integer ``v`` as a constant of ``ty``: in every lane where ``ty`` is a vector."""
     return ir.Constant(ty, [v] * ty.count) if isinstance(ty, ir.VectorType) else ir.Constant(ty, v)
+
+
+def _bf16_widen(builder: ir.IRBuilder, b: ir.Value) -> ir.Value:
+    """_bf16_to_f32's IR, for bfloat16 bits or a vector of them (the fused walk's rows)."""
+    i32 = _like(b.type, _I32)
+    return builder.bitcast(builder.shl(builder.zext(b, i32), _const(i32, 16)), _like(b.type, ir.FloatType()))
 
 
 def _bf16_round(builder: ir.IRBuilder, f: ir.Value) -> ir.Value:
@@ -729,6 +734,23 @@ def _transpose_lanes(builder: ir.IRBuilder, rows: list[ir.Value], lane: int) -> 
     return [slots[s] for s in _column_slots(n, lane)]
 
 
+def _transpose_halves(builder: ir.IRBuilder, rows: list[ir.Value], lane: int) -> list[ir.Value]:
+    """n 2n-lane vectors, each row i of two stacked n x n blocks side by side -> their n columns,
+    column j of both blocks side by side at index j (one whole line of out for half-line rows):
+    _transpose_lanes' rounds on both halves at once, one shuffle where two stacked blocks take two
+    (LLVM: vpunpck* on zmm inside lanes, vpermt2q across them)."""
+    n = len(rows)
+
+    def both(mask: list[int]) -> list[int]:  # an n-lane mask over (a, b), on each half of (a, b)
+        return [h * n + k if k < n else 2 * n + h * n + k - n for h in (0, 1) for k in mask]
+
+    def shuffle(a: ir.Value, b: ir.Value, mask: list[int]) -> ir.Value:
+        return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(_I32, 2 * n), both(mask)))
+
+    slots = _run_rounds(rows, lane, shuffle)
+    return [slots[s] for s in _column_slots(n, lane)]
+
+
 LINE = 64  # bytes per cache line: a block column is stored as one whole line
 
 
@@ -1171,7 +1193,7 @@ def _fused_value(builder: ir.IRBuilder, form: FusedForm, g: ir.Value, x: ir.Valu
     return builder.fmul(builder.fmul(builder.fsub(x, t), cof), g)
 
 
-def _make_fused_transpose(form: FusedForm, row_bytes: int, stream: bool) -> Callable[..., None]:
+def _make_fused_transpose(form: FusedForm, row_bytes: int, stream: bool, paired: bool = False) -> Callable[..., None]:
     """``_make_transpose(stream, 2, row_bytes)`` of a tile of ``form``'s values, from the operands
     the form reads (x, t and g where g is an array; a float32 ``g`` is the one gradient value;
     ``cof`` float32): each value widened to float32 as the loops' _load does, taken through
@@ -1183,7 +1205,12 @@ def _make_fused_transpose(form: FusedForm, row_bytes: int, stream: bool) -> Call
     transposed and each column is converted on its way to its store, as the register transpose of
     one operand costs no more than the plain walk's. Where more are read, each row is converted
     once (widened, the form, rounded) and the rounded rows are transposed: the columns of each
-    operand would take one transpose each (section 93)."""
+    operand would take one transpose each (section 93).
+
+    ``paired``: row i of both stacked blocks side by side in one register of twice the row
+    (_transpose_halves), so each shuffle, conversion and store takes both blocks, and each column
+    of the pair leaves as one whole line of out: half the shuffles of two stacked transposes, and
+    a bfloat16 pair rounded in one vcvtne2ps2bf16 (results/performance.md, section 94)."""
 
     @intrinsic
     def fused_transpose(typingctx, g, x, t, s0, ss, dst, d0, ds, cof):
@@ -1200,14 +1227,16 @@ def _make_fused_transpose(form: FusedForm, row_bytes: int, stream: bool) -> Call
 
         def codegen(context, builder, signature, args):
             n = _block(width, row_bytes)
-            floats = ir.VectorType(ir.FloatType(), n)
-            vec = floats if width == 4 else ir.VectorType(ir.IntType(16), n)
+            m = 2 * n if paired else n  # the lanes of one register row
+            floats = ir.VectorType(ir.FloatType(), m)
+            vec = floats if width == 4 else ir.VectorType(ir.IntType(16), m)
+            one = ir.VectorType(vec.element, n)  # one row of one block, as loaded
             # 16-bit rows widen to twice their bits
-            set.add(builder.function.attributes, f'"min-legal-vector-width"="{8 * row_bytes * 4 // width}"')
+            set.add(builder.function.attributes, f'"min-legal-vector-width"="{8 * m * 4}"')
 
             def splat(v: ir.Value) -> ir.Value:
-                one = builder.insert_element(ir.Constant(floats, ir.Undefined), v, ir.Constant(_I32, 0))
-                return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, n), [0] * n))
+                first = builder.insert_element(ir.Constant(floats, ir.Undefined), v, ir.Constant(_I32, 0))
+                return builder.shuffle_vector(first, first, ir.Constant(ir.VectorType(_I32, m), [0] * m))
 
             # Row i of an operand at quads[i // 4] + (i % 4) rows: a pointer four rows on from the
             # last, each load at one of four offsets. A row's own offset from s0, invariant in the
@@ -1224,45 +1253,50 @@ def _make_fused_transpose(form: FusedForm, row_bytes: int, stream: bool) -> Call
                     quads[k] = [builder.gep(builder.bitcast(data, vec.element.as_pointer()), [args[3]])]
                 while len(quads[k]) <= i // 4:
                     quads[k].append(builder.gep(quads[k][-1], [offsets[4]]))
-                at = builder.bitcast(builder.gep(quads[k][i // 4], [offsets[i % 4]]), vec.as_pointer())
+                at = builder.bitcast(builder.gep(quads[k][i // 4], [offsets[i % 4]]), one.as_pointer())
                 return builder.load(at, align=width)
+
+            def row(k: int, i: int) -> ir.Value:  # row i of block 0, paired: beside row i of block 1
+                if not paired:
+                    return load(k, i)
+                both = ir.Constant(ir.VectorType(_I32, m), list(range(m)))
+                return builder.shuffle_vector(load(k, i), load(k, n + i), both)
 
             def widen(v: ir.Value) -> ir.Value:
                 if dst.dtype == types.int16:
-                    return builder.fpext(builder.bitcast(v, ir.VectorType(ir.HalfType(), n)), floats)
+                    return builder.fpext(builder.bitcast(v, ir.VectorType(ir.HalfType(), m)), floats)
                 if dst.dtype == types.uint16:
-                    wide = builder.shl(builder.zext(v, ir.VectorType(_I32, n)), _const(ir.VectorType(_I32, n), 16))
-                    return builder.bitcast(wide, floats)
+                    return _bf16_widen(builder, v)
                 return v
 
             def narrow(v: ir.Value) -> ir.Value:
                 if dst.dtype == types.int16:
-                    return builder.bitcast(builder.fptrunc(v, ir.VectorType(ir.HalfType(), n)), vec)
+                    return builder.bitcast(builder.fptrunc(v, ir.VectorType(ir.HalfType(), m)), vec)
                 if dst.dtype == types.uint16:
                     return (_bf16_round_hw if HAS_BF16 else _bf16_round)(builder, v)
                 return v
 
             cs, gs = splat(args[8]), None if full else splat(args[0])
             columns = []
-            for b in range(2):
+            for b in range(1 if paired else 2):
                 rows = []
                 for i in range(b * n, (b + 1) * n):
                     if not by_rows:
-                        rows.append(load(2, i))
+                        rows.append(row(2, i))
                         continue
-                    x_ = widen(load(1, i)) if form is FusedForm.SCALED_DIFFERENCE else None
-                    v = narrow(
-                        _fused_value(builder, form, widen(load(0, i)) if full else gs, x_, widen(load(2, i)), cs)
-                    )
+                    x_ = widen(row(1, i)) if form is FusedForm.SCALED_DIFFERENCE else None
+                    v = narrow(_fused_value(builder, form, widen(row(0, i)) if full else gs, x_, widen(row(2, i)), cs))
                     # An empty asm the row passes through: without it LLVM moved the transposes'
                     # shuffles above the rounding, into float32 lanes, twice the bits to shuffle.
                     rows.append(builder.call(ir.InlineAsm(ir.FunctionType(vec, [vec]), "", "=v,0"), [v]))
-                columns.append(_transpose_lanes(builder, rows, _LANE_BYTES // width))
+                transpose = _transpose_halves if paired else _transpose_lanes
+                columns.append(transpose(builder, rows, _LANE_BYTES // width))
 
             def value(c: ir.Value) -> ir.Value:  # a raw column of the target: converted as it is stored
                 return narrow(_fused_value(builder, form, gs, None, widen(c), cs))
 
-            _store_columns(context, builder, dst, args[5:8], columns, row_bytes, stream, None if by_rows else value)
+            stored = LINE if paired else row_bytes  # paired, each column is one whole line of out
+            _store_columns(context, builder, dst, args[5:8], columns, stored, stream, None if by_rows else value)
             return context.get_dummy_value()
 
         return types.none(g, x, t, s0, ss, dst, d0, ds, cof), codegen
@@ -1293,16 +1327,16 @@ def _gradient_array(pg, span, tag, g0):
     return _view(pg, span, tag)
 
 
-def _fused_walk(form: FusedForm, scalar_g: bool, row: int) -> Callable[..., None]:
+def _fused_walk(form: FusedForm, scalar_g: bool, row: int, paired: bool = False) -> Callable[..., None]:
     """The fused walk of ``form`` with a 0-d gradient (``scalar_g``, its value g0) or a full one,
     register rows ``row`` (Tiling.transpose_row): block b takes a contiguous share of the
     operands' rows, FUSED_ROWS at a time, each step strip by strip of one block's columns, each
     strip two stacked blocks (_make_fused_transpose) at a time down its rows, out's rows so1 apart.
     ``stream``: the column stores are non-temporal (the launch has checked out's rows
     line-aligned, as for the transposed walk). The launch has checked fused_fits: every operand
-    read steps st0 a row."""
+    read steps st0 a row. ``paired``: the two stacked blocks share each register (half rows)."""
     row_bytes = _row_bytes(row)
-    pair, pair_nt = (_make_fused_transpose(form, row_bytes, nt) for nt in (False, True))
+    pair, pair_nt = (_make_fused_transpose(form, row_bytes, nt, paired) for nt in (False, True))
     gradient = _one_gradient if scalar_g else _gradient_array
 
     def fused(
@@ -1346,6 +1380,41 @@ FUSED_WALKS = {
     for scalar_g in (True, False)
     for row in TRANSPOSE_ROWS
 }
+
+
+def _paired() -> bool:
+    """Whether the fused walk offers paired half rows (Tiling.paired, _make_fused_transpose): where
+    it offers half rows (TRANSPOSE_ROWS) and a register holds a whole line (AVX-512), on the CPUs of
+    _PAIRED_CPUS, where it was measured (the Zen 5 at 2^22 against the shipped fused walk's same
+    config, 7 rounds: mse bfloat16 0-d streamed 0.92x the time, kl_div bfloat16 full 0.94x, kl_div
+    float16 0-d 0.96x; kl_div bfloat16 0-d streamed 1.10x, mse float16 full 1.13x:
+    results/performance.md, section 94, so the tuner decides per bucket). Not offered where each
+    512-bit operation is two 256-bit halves (Zen 4: _SPLIT_512), where halving the shuffles'
+    count would not halve their cost. The space offers it for 16-bit outs (cpu.CpuBackend.space).
+    ``LOSSTUNE_CPU_PAIRED`` 1 offers it on any host that has the rest, 0 on none."""
+    forced = _forced("LOSSTUNE_CPU_PAIRED")
+    offered = target_cpu() in _PAIRED_CPUS if forced is None else forced
+    return FUSED and offered and LINE // 2 in TRANSPOSE_ROWS and target_features().get("avx512f", False)
+
+
+_PAIRED_CPUS = ("znver5",)
+PAIRED = _paired()
+
+
+def _paired_walks() -> dict[tuple[FusedForm, bool, int], tuple[Callable[..., None], Callable[..., None]]]:
+    """The paired fused walks, by (form, a 0-d gradient, register row: half a line), as FUSED_WALKS."""
+    half = LINE // 2
+    return {
+        (form, scalar_g, half): (
+            njit(nogil=True)(_fused_walk(form, scalar_g, half, paired=True)),
+            njit(parallel=True, nogil=True)(_fused_walk(form, scalar_g, half, paired=True)),
+        )
+        for form in FusedForm
+        for scalar_g in (True, False)
+    }
+
+
+PAIRED_WALKS = _paired_walks() if PAIRED else {}
 
 
 @intrinsic

@@ -5,10 +5,12 @@ the register transposes. Every call must give bitwise what the same call on cont
 (float16, bfloat16 and float32; 0-d and full gradients; every register row the host offers, 1 and
 2 cores, streamed or not; special values in every input), and a problem the walk does not fit must
 run the config's own walk with the same bits. The knob is offered where cpu_loops.FUSED says (the
-Zen 5, or LOSSTUNE_CPU_FUSED=1), for formulas with a form alone."""
+Zen 5, or LOSSTUNE_CPU_FUSED=1), for formulas with a form alone; its paired half rows
+(Tiling.paired, cpu_loops.PAIRED_WALKS) where cpu_loops.PAIRED says, and are held to the same bits."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
@@ -53,6 +55,12 @@ def fused_offered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     if not cpu._holds_a_row(cpu_loops):
         pytest.skip("the fused walk needs a register that holds a transpose row")
     monkeypatch.setattr(cpu_loops, "FUSED", True)
+    # Paired half rows too where the host has half rows and a register holds a whole line (the
+    # AVX-512 hosts offered the walk knobs); elsewhere _configs has none.
+    paired = cpu_loops.LINE // 2 in cpu_loops.TRANSPOSE_ROWS and cpu_loops.target_features().get("avx512f", False)
+    monkeypatch.setattr(cpu_loops, "PAIRED", paired)
+    if paired and not cpu_loops.PAIRED_WALKS:
+        monkeypatch.setattr(cpu_loops, "PAIRED_WALKS", cpu_loops._paired_walks())
     dispatch.clear_plans()
     yield
     dispatch.clear_plans()
@@ -66,10 +74,23 @@ def _transposed(shape: tuple[int, int], dtype: torch.dtype, seed: int, special: 
     return a.to(dtype)
 
 
-def _configs() -> Iterator[Tiling]:
-    for row in cpu_loops.TRANSPOSE_ROWS:
+def _configs(dtype: torch.dtype = torch.float32) -> Iterator[Tiling]:
+    """The fused configs a test runs: every register row, 1 and 2 cores, streamed or not; paired
+    half rows too where offered, for a 16-bit ``dtype`` (the space offers them for those alone)."""
+    half = cpu_loops.LINE // 2
+    paired = cpu_loops.PAIRED and dtype.itemsize == 2
+    rows = [(row, False) for row in cpu_loops.TRANSPOSE_ROWS] + ([(half, True)] if paired else [])
+    for row, paired in rows:
         for cores, stream in ((1, False), (1, True), (2, True), (2, False)):
-            yield Tiling(tile=4096, cores=cores, variant=Variant.STRIDED, stream=stream, transpose_row=row, fused=True)
+            yield Tiling(
+                tile=4096,
+                cores=cores,
+                variant=Variant.STRIDED,
+                stream=stream,
+                transpose_row=row,
+                fused=True,
+                paired=paired,
+            )
 
 
 def _call(op: str, g: torch.Tensor, x: torch.Tensor, t: torch.Tensor, reduction: str, **kw: object) -> torch.Tensor:
@@ -79,7 +100,8 @@ def _call(op: str, g: torch.Tensor, x: torch.Tensor, t: torch.Tensor, reduction:
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, ...]]:
-    """Every fused walk wrapped to record its key on each call, so a test knows which ran."""
+    """Every fused walk, paired or not, wrapped to record its key (with True where paired) on each
+    call, so a test knows which ran."""
     calls: list[tuple[object, ...]] = []
 
     def counted(key: tuple[object, ...], walk: Callable[..., None]) -> Callable[..., None]:
@@ -89,8 +111,10 @@ def _counted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, ...]]:
 
         return run
 
-    walks = {key: tuple(counted(key, w) for w in builds) for key, builds in cpu_loops.FUSED_WALKS.items()}
-    monkeypatch.setattr(cpu_loops, "FUSED_WALKS", walks)
+    for name, paired in (("FUSED_WALKS", False), ("PAIRED_WALKS", True)):
+        walks = getattr(cpu_loops, name)
+        wrapped = {key: tuple(counted((*key, paired), w) for w in builds) for key, builds in walks.items()}
+        monkeypatch.setattr(cpu_loops, name, wrapped)
     return calls
 
 
@@ -121,15 +145,15 @@ def test_the_fused_walk_gives_the_contiguous_bits(
     # differ there on mse bfloat16 (its NaN target's 0xffff against the gradient's 0x7fc0), the
     # fused walk aside (a NaN 0-d gradient never takes it). Those elements need only be NaN.
     either = (x.isnan() | t.isnan()) & bool(grad is not None and math.isnan(grad))
-    for config in _configs():
+    for config in _configs(dtype):
         got = _call(op, g, x, t, reduction, config=config)
         assert torch.equal(as_bits(got)[~either], as_bits(want)[~either]), (config.short(), shape)
         assert got[either].isnan().all()
     runs = shape in FITS and (grad is None or not math.isnan(grad))
-    assert len(calls) == (len(list(_configs())) if runs else 0)
+    assert len(calls) == (len(list(_configs(dtype))) if runs else 0)
     form = kl_div.FORMULA.fused_form if op == "kl_div" else mse.FORMULA.fused_form
-    rows = [c.transpose_row for c in _configs()]
-    assert calls == ([(form, grad is not None, row) for row in rows] if runs else [])
+    rows = [(c.transpose_row, c.paired) for c in _configs(dtype)]
+    assert calls == ([(form, grad is not None, row, paired) for row, paired in rows] if runs else [])
 
 
 @pytest.mark.usefixtures("fused_offered")
@@ -184,8 +208,10 @@ def test_plumbing_with_a_spy_walk_a_fused_config_takes_the_fused_walk_where_it_f
     def spy(key: tuple[object, ...]) -> Callable[..., None]:
         return lambda *args: calls.append((key, args))
 
-    spies = {key: (spy(key), spy(key)) for key in cpu_loops.FUSED_WALKS}
-    monkeypatch.setattr(cpu_loops, "FUSED_WALKS", spies)
+    for name in ("FUSED_WALKS", "PAIRED_WALKS"):
+        monkeypatch.setattr(
+            cpu_loops, name, {key: (spy((name, *key)), spy((name, *key))) for key in getattr(cpu_loops, name)}
+        )
     row = cpu_loops.TRANSPOSE_ROWS[-1]
     config = Tiling(tile=4096, cores=2, variant=Variant.STRIDED, stream=True, transpose_row=row, fused=True)
     t = _transposed((128, 1024), torch.float16, 7, SPECIAL)
@@ -194,8 +220,8 @@ def test_plumbing_with_a_spy_walk_a_fused_config_takes_the_fused_walk_where_it_f
     g = _transposed((128, 1024), torch.float16, 9, SPECIAL)
     kernels.mse_loss_backward(g, x, t, "none", config=config)
     assert [key for key, _ in calls] == [
-        (FusedForm.NEGATED_SCALE, True, row),
-        (FusedForm.SCALED_DIFFERENCE, False, row),
+        ("FUSED_WALKS", FusedForm.NEGATED_SCALE, True, row),
+        ("FUSED_WALKS", FusedForm.SCALED_DIFFERENCE, False, row),
     ]
     (_, kl_args), (_, mse_args) = calls
     assert kl_args[1:3] == (t.data_ptr(), t.data_ptr())  # the target stands in for the unread self
@@ -207,6 +233,12 @@ def test_plumbing_with_a_spy_walk_a_fused_config_takes_the_fused_walk_where_it_f
     want = kernels.kl_div_backward(torch.tensor(0.5).half(), t.contiguous(), t.contiguous(), "sum", False)
     got = kernels.kl_div_backward(torch.tensor(0.5).half(), t, t, "sum", False, config=config)
     assert len(calls) == 2 and torch.equal(as_bits(got), as_bits(want))
+    if cpu_loops.PAIRED:  # a paired config takes the paired walk of its form, with the same arguments
+        paired = dataclasses.replace(config, transpose_row=cpu_loops.LINE // 2, paired=True)
+        t = _transposed((128, 1024), torch.float16, 7, SPECIAL)
+        kernels.kl_div_backward(torch.tensor(0.5).half(), t, t, "sum", False, config=paired)
+        assert calls[-1][0] == ("PAIRED_WALKS", FusedForm.NEGATED_SCALE, True, cpu_loops.LINE // 2)
+        assert calls[-1][1][12:] == (1024, 128, 128, 1024, 0.5, 1.0, 2, True)
 
 
 def test_a_formula_of_an_older_op_module_says_its_negated_scale_by_the_old_flag() -> None:
@@ -250,6 +282,76 @@ def test_the_fused_walk_is_offered_for_formulas_with_a_form(monkeypatch: pytest.
         assert space.violations(both) == ["fused_alone: not (fused and (transpose_in or defer_out))"]
     alone = tiling.cpu_transposed_space(backend.facts(), 1 << 14, 1 << 15, fused=True)
     assert not alone.constraints and any(c.fused for c in alone) and any(not c.fused for c in alone)
+
+
+def test_paired_half_rows_are_offered_with_the_fused_walk_where_the_loops_say(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tiling.paired is in a transposed space of a 16-bit out where the fused walk is and
+    cpu_loops.PAIRED, with a constraint that keeps it to fused configs of half rows; without PAIRED
+    the space keeps the hash it had, and a paired config is no point of it."""
+    if not cpu._holds_a_row(cpu_loops):
+        pytest.skip("the fused walk needs a register that holds a transpose row")
+    backend = cpu.CpuBackend()
+    x = torch.randn(256, 64).t()
+    scalar = plan.elementwise_geometry(torch.tensor(1.0), x, x, torch.empty(64, 256), (64, 256))
+    monkeypatch.setattr(cpu_loops, "FUSED", True)
+    half = cpu_loops.LINE // 2
+    monkeypatch.setattr(cpu_loops, "PAIRED", False)
+    without = backend.space(kl_div.FORMULA, scalar, torch.float16)
+    monkeypatch.setattr(cpu_loops, "PAIRED", True)
+    space = backend.space(kl_div.FORMULA, scalar, torch.float16)
+    assert "paired" in dict(space.knobs) and "paired" not in dict(without.knobs)
+    assert space.hash != without.hash and space.default == without.default
+    assert "paired" not in dict(backend.space(kl_div.FORMULA_LOG, scalar, torch.float16).knobs)  # no form
+    # float32's paired build let LLVM commute a multiply: another NaN's bits where two meet
+    assert "paired" not in dict(backend.space(kl_div.FORMULA, scalar, torch.float32).knobs)
+    assert "paired" in dict(backend.space(mse.FORMULA, scalar, torch.bfloat16).knobs)
+    paired = Tiling(
+        tile=4096, cores=2, variant=Variant.STRIDED, stream=True, transpose_row=half, fused=True, paired=True
+    )
+    assert paired.short() == f"strided tile=4096 cores=2 stream row={half}B fused paired"
+    assert Tiling.from_dict(paired.to_dict()) == paired
+    assert paired not in without
+    rule = f"paired_fused: not paired or (fused and transpose_row == {half})"
+    if half in cpu_loops.TRANSPOSE_ROWS:
+        assert paired in space and space.violations(paired) == []
+        assert space.violations(dataclasses.replace(paired, fused=False)) == [rule]
+        assert space.violations(dataclasses.replace(paired, transpose_row=0)) == [rule]
+    alone = tiling.cpu_transposed_space(
+        backend.facts(), 1 << 14, 1 << 15, (4096,), (0, half), fused=True, paired_row=half
+    )
+    assert {c.paired for c in alone} == {False, True}
+    assert all(c.fused and c.transpose_row == half for c in alone if c.paired)
+    assert "paired" not in dict(tiling.cpu_transposed_space(backend.facts(), 1 << 14, 1 << 15, paired_row=half).knobs)
+
+
+def test_paired_half_rows_are_offered_where_asked_and_a_bad_switch_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """_paired: with the fused walk, half rows and AVX-512, the Zen 5 alone unless
+    LOSSTUNE_CPU_PAIRED says; never without one of the three."""
+    half = cpu_loops.LINE // 2
+    monkeypatch.setattr(cpu_loops, "FUSED", True)
+    monkeypatch.setattr(cpu_loops, "TRANSPOSE_ROWS", (0, half))
+    monkeypatch.setattr(cpu_loops, "target_features", lambda: {"avx512f": True})
+    for value, cpu_name, want in (
+        (None, "znver5", True),
+        (None, "znver4", False),
+        (None, "sapphirerapids", False),
+        ("1", "znver4", True),
+        ("0", "znver5", False),
+    ):
+        monkeypatch.setattr(cpu_loops, "target_cpu", lambda name=cpu_name: name)
+        if value is None:
+            monkeypatch.delenv("LOSSTUNE_CPU_PAIRED", raising=False)
+        else:
+            monkeypatch.setenv("LOSSTUNE_CPU_PAIRED", value)
+        assert cpu_loops._paired() is want, (value, cpu_name)
+    monkeypatch.setenv("LOSSTUNE_CPU_PAIRED", "1")
+    for attribute, value in (("FUSED", False), ("TRANSPOSE_ROWS", (0,)), ("target_features", lambda: {})):
+        with monkeypatch.context() as m:
+            m.setattr(cpu_loops, attribute, value)
+            assert cpu_loops._paired() is False, attribute
+    monkeypatch.setenv("LOSSTUNE_CPU_PAIRED", "yes")
+    with pytest.raises(ValueError, match="LOSSTUNE_CPU_PAIRED: expected 0 or 1, got 'yes'"):
+        cpu_loops._paired()
 
 
 def test_the_fused_walk_needs_a_register_that_holds_a_transpose_row() -> None:

@@ -1185,6 +1185,14 @@ FUSED_ROWS = 4096
 _FUSED_TYPES = (types.int16, types.uint16, types.float32)
 
 
+def fused_by_rows(form: FusedForm, full: bool) -> bool:
+    """Whether the fused walk of ``form`` (with a full gradient where ``full``) converts each row
+    before its transposes, more than the target being read; else (KL's negated scale with a 0-d
+    gradient: the target alone) it transposes the raw rows and converts each column on its way
+    out (_make_fused_transpose)."""
+    return full or form is not FusedForm.NEGATED_SCALE
+
+
 def _fused_value(builder: ir.IRBuilder, form: FusedForm, g: ir.Value, x: ir.Value, t: ir.Value, cof: ir.Value):
     """``form`` on float32 vectors, its operations in the formula's order (numba's loop of the same
     formula compiles the same IEEE operations, so the same bits)."""
@@ -1223,7 +1231,9 @@ def _make_fused_transpose(form: FusedForm, row_bytes: int, stream: bool, paired:
         if not (cof == types.float32 and (full or g == types.float32)):
             return None
         width = dst.dtype.bitwidth // 8
-        by_rows = full or form is not FusedForm.NEGATED_SCALE
+        by_rows = fused_by_rows(form, full)
+        if paired and not by_rows:  # paired rows are the row walk's alone (_paired_walks)
+            return None
 
         def codegen(context, builder, signature, args):
             n = _block(width, row_bytes)
@@ -1282,7 +1292,7 @@ def _make_fused_transpose(form: FusedForm, row_bytes: int, stream: bool, paired:
                 rows = []
                 for i in range(b * n, (b + 1) * n):
                     if not by_rows:
-                        rows.append(row(2, i))
+                        rows.append(load(2, i))
                         continue
                     x_ = widen(row(1, i)) if form is FusedForm.SCALED_DIFFERENCE else None
                     v = narrow(_fused_value(builder, form, widen(row(0, i)) if full else gs, x_, widen(row(2, i)), cs))
@@ -1383,15 +1393,16 @@ FUSED_WALKS = {
 
 
 def _paired() -> bool:
-    """Whether the fused walk offers paired half rows (Tiling.paired, _make_fused_transpose): where
-    it offers half rows (TRANSPOSE_ROWS) and a register holds a whole line (AVX-512), on the CPUs of
-    _PAIRED_CPUS, where it was measured (the Zen 5 at 2^22 against the shipped fused walk's same
-    config, 7 rounds: mse bfloat16 0-d streamed 0.92x the time, kl_div bfloat16 full 0.94x, kl_div
-    float16 0-d 0.96x; kl_div bfloat16 0-d streamed 1.10x, mse float16 full 1.13x:
-    results/performance.md, section 94, so the tuner decides per bucket). Not offered where each
-    512-bit operation is two 256-bit halves (Zen 4: _SPLIT_512), where halving the shuffles'
-    count would not halve their cost. The space offers it for 16-bit outs (cpu.CpuBackend.space).
-    ``LOSSTUNE_CPU_PAIRED`` 1 offers it on any host that has the rest, 0 on none."""
+    """Whether the fused walk offers paired half rows (Tiling.paired, _make_fused_transpose) for the
+    walks that convert rows (_paired_walks): where it offers half rows (TRANSPOSE_ROWS) and a
+    register holds a whole line (AVX-512), on the CPUs of _PAIRED_CPUS, where it was measured (the
+    Zen 5 at 2^22 against the plain half rows' streamed stores: kl_div bfloat16 full 0.94x the
+    time in two 7-round runs, 1.01x in a 3-round one; mse bfloat16 0-d 0.92-0.94x, full
+    0.94-1.03x; kl_div float16 full 1.01-1.16x, mse float16 1.02-1.13x: results/performance.md,
+    section 94, so the tuner decides per bucket). Not offered where each 512-bit operation is two 256-bit halves (Zen 4:
+    _SPLIT_512), where halving the shuffles' count would not halve their cost. The space offers it
+    for 16-bit outs (cpu.CpuBackend.space). ``LOSSTUNE_CPU_PAIRED`` 1 offers it on any host that
+    has the rest, 0 on none."""
     forced = _forced("LOSSTUNE_CPU_PAIRED")
     offered = target_cpu() in _PAIRED_CPUS if forced is None else forced
     return FUSED and offered and LINE // 2 in TRANSPOSE_ROWS and target_features().get("avx512f", False)
@@ -1402,7 +1413,10 @@ PAIRED = _paired()
 
 
 def _paired_walks() -> dict[tuple[FusedForm, bool, int], tuple[Callable[..., None], Callable[..., None]]]:
-    """The paired fused walks, by (form, a 0-d gradient, register row: half a line), as FUSED_WALKS."""
+    """The paired fused walks, by (form, a 0-d gradient, register row: half a line), as FUSED_WALKS:
+    those that convert rows (fused_by_rows). KL's 0-d walk converts columns, and paired, each
+    column's conversion first splits its register in two: at 2^22 it took 1.04-1.11x the time of
+    the plain half rows with ordinary stores, the faster kind there, in three runs (section 94)."""
     half = LINE // 2
     return {
         (form, scalar_g, half): (
@@ -1411,6 +1425,7 @@ def _paired_walks() -> dict[tuple[FusedForm, bool, int], tuple[Callable[..., Non
         )
         for form in FusedForm
         for scalar_g in (True, False)
+        if fused_by_rows(form, not scalar_g)
     }
 
 

@@ -74,11 +74,12 @@ def _transposed(shape: tuple[int, int], dtype: torch.dtype, seed: int, special: 
     return a.to(dtype)
 
 
-def _configs(dtype: torch.dtype = torch.float32) -> Iterator[Tiling]:
+def _configs(dtype: torch.dtype = torch.float32, by_rows: bool = False) -> Iterator[Tiling]:
     """The fused configs a test runs: every register row, 1 and 2 cores, streamed or not; paired
-    half rows too where offered, for a 16-bit ``dtype`` (the space offers them for those alone)."""
+    half rows too where offered, for a 16-bit ``dtype`` and a walk that converts rows
+    (``by_rows``, cpu_loops.fused_by_rows): the space offers them there alone."""
     half = cpu_loops.LINE // 2
-    paired = cpu_loops.PAIRED and dtype.itemsize == 2
+    paired = cpu_loops.PAIRED and dtype.itemsize == 2 and by_rows
     rows = [(row, False) for row in cpu_loops.TRANSPOSE_ROWS] + ([(half, True)] if paired else [])
     for row, paired in rows:
         for cores, stream in ((1, False), (1, True), (2, True), (2, False)):
@@ -145,14 +146,15 @@ def test_the_fused_walk_gives_the_contiguous_bits(
     # differ there on mse bfloat16 (its NaN target's 0xffff against the gradient's 0x7fc0), the
     # fused walk aside (a NaN 0-d gradient never takes it). Those elements need only be NaN.
     either = (x.isnan() | t.isnan()) & bool(grad is not None and math.isnan(grad))
-    for config in _configs(dtype):
+    form = kl_div.FORMULA.fused_form if op == "kl_div" else mse.FORMULA.fused_form
+    configs = list(_configs(dtype, cpu_loops.fused_by_rows(form, grad is None)))
+    for config in configs:
         got = _call(op, g, x, t, reduction, config=config)
         assert torch.equal(as_bits(got)[~either], as_bits(want)[~either]), (config.short(), shape)
         assert got[either].isnan().all()
     runs = shape in FITS and (grad is None or not math.isnan(grad))
-    assert len(calls) == (len(list(_configs(dtype))) if runs else 0)
-    form = kl_div.FORMULA.fused_form if op == "kl_div" else mse.FORMULA.fused_form
-    rows = [(c.transpose_row, c.paired) for c in _configs(dtype)]
+    assert len(calls) == (len(configs) if runs else 0)
+    rows = [(c.transpose_row, c.paired) for c in configs]
     assert calls == ([(form, grad is not None, row, paired) for row, paired in rows] if runs else [])
 
 
@@ -236,9 +238,9 @@ def test_plumbing_with_a_spy_walk_a_fused_config_takes_the_fused_walk_where_it_f
     if cpu_loops.PAIRED:  # a paired config takes the paired walk of its form, with the same arguments
         paired = dataclasses.replace(config, transpose_row=cpu_loops.LINE // 2, paired=True)
         t = _transposed((128, 1024), torch.float16, 7, SPECIAL)
-        kernels.kl_div_backward(torch.tensor(0.5).half(), t, t, "sum", False, config=paired)
-        assert calls[-1][0] == ("PAIRED_WALKS", FusedForm.NEGATED_SCALE, True, cpu_loops.LINE // 2)
-        assert calls[-1][1][12:] == (1024, 128, 128, 1024, 0.5, 1.0, 2, True)
+        kernels.mse_loss_backward(torch.tensor(0.5).half(), x, t, "sum", config=paired)
+        assert calls[-1][0] == ("PAIRED_WALKS", FusedForm.SCALED_DIFFERENCE, True, cpu_loops.LINE // 2)
+        assert calls[-1][1][12:] == (1024, 128, 128, 1024, 0.5, 2.0, 2, True)
 
 
 def test_a_formula_of_an_older_op_module_says_its_negated_scale_by_the_old_flag() -> None:
@@ -285,26 +287,35 @@ def test_the_fused_walk_is_offered_for_formulas_with_a_form(monkeypatch: pytest.
 
 
 def test_paired_half_rows_are_offered_with_the_fused_walk_where_the_loops_say(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tiling.paired is in a transposed space of a 16-bit out where the fused walk is and
-    cpu_loops.PAIRED, with a constraint that keeps it to fused configs of half rows; without PAIRED
-    the space keeps the hash it had, and a paired config is no point of it."""
+    """Tiling.paired is in a transposed space of a 16-bit out where the fused walk is, converts rows
+    (not KL's 0-d walk) and cpu_loops.PAIRED, with a constraint that keeps it to fused configs of
+    half rows; without PAIRED the space keeps the hash it had, and a paired config is no point of it."""
     if not cpu._holds_a_row(cpu_loops):
         pytest.skip("the fused walk needs a register that holds a transpose row")
     backend = cpu.CpuBackend()
     x = torch.randn(256, 64).t()
     scalar = plan.elementwise_geometry(torch.tensor(1.0), x, x, torch.empty(64, 256), (64, 256))
+    full = plan.elementwise_geometry(x, x, x, torch.empty(64, 256), (64, 256))
     monkeypatch.setattr(cpu_loops, "FUSED", True)
     half = cpu_loops.LINE // 2
     monkeypatch.setattr(cpu_loops, "PAIRED", False)
-    without = backend.space(kl_div.FORMULA, scalar, torch.float16)
+    without = backend.space(mse.FORMULA, scalar, torch.float16)
     monkeypatch.setattr(cpu_loops, "PAIRED", True)
-    space = backend.space(kl_div.FORMULA, scalar, torch.float16)
+    space = backend.space(mse.FORMULA, scalar, torch.float16)
     assert "paired" in dict(space.knobs) and "paired" not in dict(without.knobs)
     assert space.hash != without.hash and space.default == without.default
     assert "paired" not in dict(backend.space(kl_div.FORMULA_LOG, scalar, torch.float16).knobs)  # no form
     # float32's paired build let LLVM commute a multiply: another NaN's bits where two meet
-    assert "paired" not in dict(backend.space(kl_div.FORMULA, scalar, torch.float32).knobs)
+    assert "paired" not in dict(backend.space(mse.FORMULA, scalar, torch.float32).knobs)
     assert "paired" in dict(backend.space(mse.FORMULA, scalar, torch.bfloat16).knobs)
+    # KL's 0-d walk converts columns, where pairing lost: its full-gradient walk converts rows
+    assert "paired" not in dict(backend.space(kl_div.FORMULA, scalar, torch.float16).knobs)
+    assert "paired" in dict(backend.space(kl_div.FORMULA, full, torch.float16).knobs)
+    assert set(cpu_loops._paired_walks()) == {
+        (FusedForm.NEGATED_SCALE, False, half),
+        (FusedForm.SCALED_DIFFERENCE, True, half),
+        (FusedForm.SCALED_DIFFERENCE, False, half),
+    }
     paired = Tiling(
         tile=4096, cores=2, variant=Variant.STRIDED, stream=True, transpose_row=half, fused=True, paired=True
     )

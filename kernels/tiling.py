@@ -46,7 +46,8 @@ class Tiling:
     # into out (cpu_loops.FUSED_WALKS; offered for formulas with a form where cpu_loops.FUSED)
     fused: bool = False
     # cpu only, the fused walk with half-line rows: both stacked blocks' rows side by side in one
-    # whole-line register, each column a whole line of out (offered where cpu_loops.PAIRED)
+    # whole-line register, each column a whole line of out (offered where cpu_loops.PAIRED, for
+    # 16-bit outs of the fused walks that convert rows: cpu.CpuBackend.space)
     paired: bool = False
 
     def to_dict(self) -> dict[str, object]:

@@ -263,10 +263,12 @@ class CpuBackend:
             fused = getattr(loops, "FUSED", False) and formula.fused_form is not None and _holds_a_row(loops)
             # ... and with half rows in whole-line registers, two blocks a register (cpu_loops.PAIRED),
             # for 16-bit outs: float32's paired build let LLVM commute a multiply, so where a NaN
-            # gradient met a NaN target it kept the other NaN's bits than the loops do.
-            # Only where the walk converts rows (cpu_loops._paired_walks).
+            # gradient met a NaN target it kept the other operand's NaN, not the one the loops keep.
             paired = fused and getattr(loops, "PAIRED", False) and dtype.itemsize == 2
-            paired = paired and loops.fused_by_rows(formula.fused_form, geometry.grad_kind is GradKind.FULL)
+            # Only where the walk converts rows (cpu_loops._paired_walks); an older revision's loops
+            # (tuner.restamp) without fused_by_rows paired every form.
+            by_rows = getattr(loops, "fused_by_rows", lambda form, full: True)
+            paired = paired and by_rows(formula.fused_form, geometry.grad_kind is GradKind.FULL)
             paired_row = loops.LINE // 2 if paired else 0
             return cpu_transposed_space(
                 self._facts,

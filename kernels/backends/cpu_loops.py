@@ -957,7 +957,8 @@ def _store_columns(
     value: Callable[[ir.Value], ir.Value] | None = None,
 ):
     """The columns of stacked transposed blocks (``columns[b][j]``: column j of block b, each an n-lane
-    vector) into dst (``dst_args``: the array, d0, ds), column j of block b at d0 + j * ds + b * n, in
+    vector; or of one paired block, both blocks' column j side by side in 2n lanes, ``row_bytes`` a
+    whole line) into dst (``dst_args``: the array, d0, ds), column j of block b at d0 + j * ds + b * n, in
     _store_order: non-temporal and row-aligned where ``stream``. ``value``: each column's
     transform, emitted just before its store (the fused walk's formula on a raw column)."""
     dst, d0, ds = dst_args
@@ -1217,8 +1218,11 @@ def _make_fused_transpose(form: FusedForm, row_bytes: int, stream: bool, paired:
 
     ``paired``: row i of both stacked blocks side by side in one register of twice the row
     (_transpose_halves), so each shuffle, conversion and store takes both blocks, and each column
-    of the pair leaves as one whole line of out: half the shuffles of two stacked transposes, and
-    a bfloat16 pair rounded in one vcvtne2ps2bf16 (results/performance.md, section 94)."""
+    of the pair leaves as one whole line of out: half the shuffles of two stacked transposes (plus
+    one insert a row pair to join the rows), and with AVX512-BF16 a bfloat16 pair rounded in one
+    vcvtne2ps2bf16 (results/performance.md, section 94). 16-bit types only: float32's paired build
+    let LLVM commute a multiply, keeping the other operand's NaN where two meet (the space offers
+    none, cpu.CpuBackend.space)."""
 
     @intrinsic
     def fused_transpose(typingctx, g, x, t, s0, ss, dst, d0, ds, cof):
@@ -1396,13 +1400,13 @@ def _paired() -> bool:
     """Whether the fused walk offers paired half rows (Tiling.paired, _make_fused_transpose) for the
     walks that convert rows (_paired_walks): where it offers half rows (TRANSPOSE_ROWS) and a
     register holds a whole line (AVX-512), on the CPUs of _PAIRED_CPUS, where it was measured (the
-    Zen 5 at 2^22 against the plain half rows' streamed stores: kl_div bfloat16 full 0.94x the
-    time in two 7-round runs, 1.01x in a 3-round one; mse bfloat16 0-d 0.92-0.94x, full
-    0.94-1.03x; kl_div float16 full 1.01-1.16x, mse float16 1.02-1.13x: results/performance.md,
-    section 94, so the tuner decides per bucket). Not offered where each 512-bit operation is two 256-bit halves (Zen 4:
-    _SPLIT_512), where halving the shuffles' count would not halve their cost. The space offers it
-    for 16-bit outs (cpu.CpuBackend.space). ``LOSSTUNE_CPU_PAIRED`` 1 offers it on any host that
-    has the rest, 0 on none."""
+    Zen 5 at 2^22 against the plain half rows' streamed stores, one 7-round and one 3-round run:
+    mse bfloat16 0-d 0.92 and 0.94x the time, full 1.03 and 0.94x; kl_div bfloat16 full 0.94 and
+    1.01x; float16 1.01-1.13x: results/performance.md, section 94, so the tuner decides per
+    bucket). The Zen 4 (_SPLIT_512) is not in _PAIRED_CPUS: it runs each 512-bit operation as two
+    256-bit halves, so halving the shuffles' count would not halve their cost there. The space
+    offers it for 16-bit outs (cpu.CpuBackend.space). ``LOSSTUNE_CPU_PAIRED`` 1 offers it on any
+    host that has the rest, 0 on none."""
     forced = _forced("LOSSTUNE_CPU_PAIRED")
     offered = target_cpu() in _PAIRED_CPUS if forced is None else forced
     return FUSED and offered and LINE // 2 in TRANSPOSE_ROWS and target_features().get("avx512f", False)
@@ -1415,8 +1419,9 @@ PAIRED = _paired()
 def _paired_walks() -> dict[tuple[FusedForm, bool, int], tuple[Callable[..., None], Callable[..., None]]]:
     """The paired fused walks, by (form, a 0-d gradient, register row: half a line), as FUSED_WALKS:
     those that convert rows (fused_by_rows). KL's 0-d walk converts columns, and paired, each
-    column's conversion first splits its register in two: at 2^22 it took 1.04-1.11x the time of
-    the plain half rows with ordinary stores, the faster kind there, in three runs (section 94)."""
+    column's conversion first splits its register in two: at 2^22 it took 1.08-1.10x the time of
+    the plain half rows with ordinary stores (the faster kind there) on bfloat16 and 0.94-1.11x on
+    float16, in three runs (section 94)."""
     half = LINE // 2
     return {
         (form, scalar_g, half): (

@@ -11,6 +11,7 @@ Zen 5, or LOSSTUNE_CPU_FUSED=1), for formulas with a form alone; its paired half
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
@@ -60,10 +61,17 @@ def fused_offered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     paired = cpu_loops.LINE // 2 in cpu_loops.TRANSPOSE_ROWS and cpu_loops.target_features().get("avx512f", False)
     monkeypatch.setattr(cpu_loops, "PAIRED", paired)
     if paired and not cpu_loops.PAIRED_WALKS:
-        monkeypatch.setattr(cpu_loops, "PAIRED_WALKS", cpu_loops._paired_walks())
+        monkeypatch.setattr(cpu_loops, "PAIRED_WALKS", _paired_walks())
     dispatch.clear_plans()
     yield
     dispatch.clear_plans()
+
+
+@functools.cache
+def _paired_walks() -> dict[tuple[object, ...], tuple[Callable[..., None], Callable[..., None]]]:
+    """cpu_loops._paired_walks built once per worker where the host did not build them, so each
+    walk compiles once, not once a test."""
+    return cpu_loops._paired_walks()
 
 
 def _transposed(shape: tuple[int, int], dtype: torch.dtype, seed: int, special: tuple[float, ...]) -> torch.Tensor:
@@ -79,8 +87,8 @@ def _configs(dtype: torch.dtype = torch.float32, by_rows: bool = False) -> Itera
     half rows too where offered, for a 16-bit ``dtype`` and a walk that converts rows
     (``by_rows``, cpu_loops.fused_by_rows): the space offers them there alone."""
     half = cpu_loops.LINE // 2
-    paired = cpu_loops.PAIRED and dtype.itemsize == 2 and by_rows
-    rows = [(row, False) for row in cpu_loops.TRANSPOSE_ROWS] + ([(half, True)] if paired else [])
+    with_paired = cpu_loops.PAIRED and dtype.itemsize == 2 and by_rows
+    rows = [(row, False) for row in cpu_loops.TRANSPOSE_ROWS] + ([(half, True)] if with_paired else [])
     for row, paired in rows:
         for cores, stream in ((1, False), (1, True), (2, True), (2, False)):
             yield Tiling(
@@ -333,6 +341,60 @@ def test_paired_half_rows_are_offered_with_the_fused_walk_where_the_loops_say(mo
     assert {c.paired for c in alone} == {False, True}
     assert all(c.fused and c.transpose_row == half for c in alone if c.paired)
     assert "paired" not in dict(tiling.cpu_transposed_space(backend.facts(), 1 << 14, 1 << 15, paired_row=half).knobs)
+
+
+def test_paired_transposes_leave_column_j_of_both_blocks_side_by_side_in_slot_j() -> None:
+    """_transpose_halves on (block, row, column) labels, through a stand-in builder whose
+    shuffle_vector picks labels by the mask it is given (the masks are the IR's; nothing compiles,
+    so any host runs it): for 16-bit (16 x 16, 8 lanes a 128-bit lane) and float32 (8 x 8, 4) half
+    rows, and two other sizes, the result's slot j holds column j of block 0 then of block 1, each
+    in row order: one whole line of out."""
+
+    class Labels:
+        def shuffle_vector(self, a: list, b: list, mask: object) -> list:
+            return [(a + b)[m.constant] for m in mask.constant]
+
+    for n, lane in ((16, 8), (8, 4), (32, 8), (4, 2)):
+        rows = [[(0, r, c) for c in range(n)] + [(1, r, c) for c in range(n)] for r in range(n)]
+        columns = cpu_loops._transpose_halves(Labels(), rows, lane)
+        for j, column in enumerate(columns):
+            assert column == [(b, r, j) for b in (0, 1) for r in range(n)], (n, lane, j)
+
+
+def test_a_paired_config_is_refused_where_the_space_has_no_paired_knob(
+    monkeypatch: pytest.MonkeyPatch, fused_offered: None
+) -> None:
+    """A paired config for KL's 0-d walk (it converts columns) or a float32 out is no point of its
+    space: the call says so, naming the knob, before anything is written into out. The same config
+    on mse float16 is taken, where the host offers paired half rows."""
+    monkeypatch.setattr(cpu_loops, "PAIRED", True)
+    half = cpu_loops.LINE // 2
+    paired = Tiling(tile=4096, cores=2, variant=Variant.STRIDED, transpose_row=half, fused=True, paired=True)
+    for dtype in (torch.float16, torch.float32):
+        t = _transposed((128, 1024), dtype, 7, SPECIAL)
+        out = torch.full((128, 1024), 7.0, dtype=dtype)
+        with pytest.raises(kernels.AclnnError, match="paired"):
+            kernels.kl_div_backward(torch.tensor(0.5).to(dtype), t, t, "sum", False, config=paired, out=out)
+        assert (out == 7.0).all()
+    x = _transposed((128, 1024), torch.float32, 8, SPECIAL)
+    with pytest.raises(kernels.AclnnError, match="paired"):
+        kernels.mse_loss_backward(torch.tensor(0.5), x, x, "mean", config=paired)
+    if half in cpu_loops.TRANSPOSE_ROWS:  # the control: a space that has the knob takes the config
+        x = _transposed((128, 1024), torch.float16, 8, SPECIAL)
+        kernels.mse_loss_backward(torch.tensor(0.5).half(), x, x, "mean", config=paired)
+
+
+def test_restamp_lists_the_paired_walks_beside_the_fused_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CpuBackend.built names every paired walk as PAIRED_WALK[form,scalar|full,row] (tuner.restamp
+    compares what each compiled), apart from the fused walks of the same key."""
+    monkeypatch.setattr(cpu_loops, "PAIRED_WALKS", _paired_walks())
+    names = [name for name, _ in cpu.CpuBackend().built()]
+    half = cpu_loops.LINE // 2
+    for form, scalar in ((FusedForm.SCALED_DIFFERENCE, True), (FusedForm.NEGATED_SCALE, False)):
+        key = f"{form.value},{'scalar' if scalar else 'full'},{half}"
+        assert f"PAIRED_WALK[{key}] serial" in names and f"PAIRED_WALK[{key}] parallel" in names
+    assert not any(n.startswith(f"PAIRED_WALK[negated_scale,scalar,{half}]") for n in names)
+    assert sum(n.startswith("PAIRED_WALK[") for n in names) == 2 * 3
 
 
 def test_paired_half_rows_are_offered_where_asked_and_a_bad_switch_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

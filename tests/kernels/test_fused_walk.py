@@ -259,16 +259,22 @@ def test_a_formula_of_an_older_op_module_says_its_negated_scale_by_the_old_flag(
     assert Formula("x", kl_div.FORMULA.value, reads_input=False, triton_op=2, live_buffers=3).fused_form is None
 
 
+def _spaces_setting() -> tuple[cpu.CpuBackend, object, object]:
+    """A backend and the geometries of a transposed 64 x 256 problem with a 0-d and a full
+    gradient, for the space tests; skipped where no register holds a transpose row."""
+    if not cpu._holds_a_row(cpu_loops):
+        pytest.skip("the fused walk needs a register that holds a transpose row")
+    x = torch.randn(256, 64).t()
+    scalar = plan.elementwise_geometry(torch.tensor(1.0), x, x, torch.empty(64, 256), (64, 256))
+    full = plan.elementwise_geometry(x, x, x, torch.empty(64, 256), (64, 256))
+    return cpu.CpuBackend(), scalar, full
+
+
 def test_the_fused_walk_is_offered_for_formulas_with_a_form(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tiling.fused is in the transposed space of KL without logTarget and of mse, 0-d or full
     gradient, every dtype, where cpu_loops.FUSED; not for logTarget or l1; a space without it keeps
     the hash it had; with the other walk knobs a constraint keeps it alone."""
-    if not cpu._holds_a_row(cpu_loops):
-        pytest.skip("the fused walk needs a register that holds a transpose row")
-    backend = cpu.CpuBackend()
-    x = torch.randn(256, 64).t()
-    scalar = plan.elementwise_geometry(torch.tensor(1.0), x, x, torch.empty(64, 256), (64, 256))
-    full = plan.elementwise_geometry(x, x, x, torch.empty(64, 256), (64, 256))
+    backend, scalar, full = _spaces_setting()
     monkeypatch.setattr(cpu_loops, "FUSED", True)
     assert (
         kl_div.FORMULA.fused_form is FusedForm.NEGATED_SCALE and mse.FORMULA.fused_form is FusedForm.SCALED_DIFFERENCE
@@ -298,12 +304,7 @@ def test_paired_half_rows_are_offered_with_the_fused_walk_where_the_loops_say(mo
     """Tiling.paired is in a transposed space of a 16-bit out where the fused walk is, converts rows
     (not KL's 0-d walk) and cpu_loops.PAIRED, with a constraint that keeps it to fused configs of
     half rows; without PAIRED the space keeps the hash it had, and a paired config is no point of it."""
-    if not cpu._holds_a_row(cpu_loops):
-        pytest.skip("the fused walk needs a register that holds a transpose row")
-    backend = cpu.CpuBackend()
-    x = torch.randn(256, 64).t()
-    scalar = plan.elementwise_geometry(torch.tensor(1.0), x, x, torch.empty(64, 256), (64, 256))
-    full = plan.elementwise_geometry(x, x, x, torch.empty(64, 256), (64, 256))
+    backend, scalar, full = _spaces_setting()
     monkeypatch.setattr(cpu_loops, "FUSED", True)
     half = cpu_loops.LINE // 2
     monkeypatch.setattr(cpu_loops, "PAIRED", False)
@@ -397,6 +398,24 @@ def test_restamp_lists_the_paired_walks_beside_the_fused_ones(monkeypatch: pytes
     assert sum(n.startswith("PAIRED_WALK[") for n in names) == 2 * 3
 
 
+def _assert_gate(monkeypatch: pytest.MonkeyPatch, switch: str, gate: Callable[[], bool], forced_on: str) -> None:
+    """A Zen-5-only gate: offered on the Zen 5 alone while ``switch`` is unset, on ``forced_on``'s
+    CPU too where it is 1, on the Zen 5 not where it is 0."""
+    for value, cpu_name, want in (
+        (None, "znver5", True),
+        (None, "znver4", False),
+        (None, "sapphirerapids", False),
+        ("1", forced_on, True),
+        ("0", "znver5", False),
+    ):
+        monkeypatch.setattr(cpu_loops, "target_cpu", lambda name=cpu_name: name)
+        if value is None:
+            monkeypatch.delenv(switch, raising=False)
+        else:
+            monkeypatch.setenv(switch, value)
+        assert gate() is want, (switch, value, cpu_name)
+
+
 def test_paired_half_rows_are_offered_where_asked_and_a_bad_switch_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """_paired: with the fused walk, half rows and AVX-512, the Zen 5 alone unless
     LOSSTUNE_CPU_PAIRED says; never without one of the three."""
@@ -404,19 +423,7 @@ def test_paired_half_rows_are_offered_where_asked_and_a_bad_switch_is_refused(mo
     monkeypatch.setattr(cpu_loops, "FUSED", True)
     monkeypatch.setattr(cpu_loops, "TRANSPOSE_ROWS", (0, half))
     monkeypatch.setattr(cpu_loops, "target_features", lambda: {"avx512f": True})
-    for value, cpu_name, want in (
-        (None, "znver5", True),
-        (None, "znver4", False),
-        (None, "sapphirerapids", False),
-        ("1", "znver4", True),
-        ("0", "znver5", False),
-    ):
-        monkeypatch.setattr(cpu_loops, "target_cpu", lambda name=cpu_name: name)
-        if value is None:
-            monkeypatch.delenv("LOSSTUNE_CPU_PAIRED", raising=False)
-        else:
-            monkeypatch.setenv("LOSSTUNE_CPU_PAIRED", value)
-        assert cpu_loops._paired() is want, (value, cpu_name)
+    _assert_gate(monkeypatch, "LOSSTUNE_CPU_PAIRED", cpu_loops._paired, "znver4")
     monkeypatch.setenv("LOSSTUNE_CPU_PAIRED", "1")
     for attribute, value in (("FUSED", False), ("TRANSPOSE_ROWS", (0,)), ("target_features", lambda: {})):
         with monkeypatch.context() as m:
@@ -440,19 +447,7 @@ def test_the_fused_walk_needs_a_register_that_holds_a_transpose_row() -> None:
 def test_the_fused_walk_is_offered_where_asked_and_a_bad_switch_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """_fused: the Zen 5 alone unless LOSSTUNE_CPU_FUSED says, and never without F16C."""
     monkeypatch.setattr(cpu_loops, "HAS_F16C", True)
-    for value, cpu_name, want in (
-        (None, "znver5", True),
-        (None, "znver4", False),
-        (None, "sapphirerapids", False),
-        ("1", "znver3", True),
-        ("0", "znver5", False),
-    ):
-        monkeypatch.setattr(cpu_loops, "target_cpu", lambda name=cpu_name: name)
-        if value is None:
-            monkeypatch.delenv("LOSSTUNE_CPU_FUSED", raising=False)
-        else:
-            monkeypatch.setenv("LOSSTUNE_CPU_FUSED", value)
-        assert cpu_loops._fused() is want, (value, cpu_name)
+    _assert_gate(monkeypatch, "LOSSTUNE_CPU_FUSED", cpu_loops._fused, "znver3")
     monkeypatch.setattr(cpu_loops, "HAS_F16C", False)
     assert cpu_loops._fused() is False
     monkeypatch.setattr(cpu_loops, "HAS_F16C", True)

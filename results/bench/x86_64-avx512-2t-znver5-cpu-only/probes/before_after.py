@@ -1,8 +1,9 @@
-"""Each 2^22 row whose table config changed between two commits, its old config against its new
-one in interleaved rounds in one process, over the contiguous partner at its own config (results/
-performance.md, section 93). The configs come from two JSON files written by a checkout of each
-commit (``{case label: config dict}``, every entry fresh there). Outputs bit for bit first. Run
-from the repository root:
+"""Each 2^22 row whose table config differs between two config files, the first's config against
+the second's in interleaved rounds in one process, over the contiguous partner at the second's
+config (results/performance.md, section 93; every op, and any two tables, since section 95). The
+configs come from two JSON files (``{case label: config dict}``, every entry fresh where written:
+by a checkout of each commit, or from two tables). Outputs bit for bit first. Run from the
+repository root:
 
     python results/bench/x86_64-avx512-2t-znver5-cpu-only/probes/before_after.py BEFORE.json NOW.json 7
 
@@ -26,7 +27,8 @@ from tuner.problems import Case, InputLayout
 
 N = 1 << 22
 BACKEND = CpuBackend()
-OPS = {"mse": Op.MSE, "kl_div": Op.KL_DIV}
+# by the label's op: the op and log_target (Case.label)
+OPS = {"mse": (Op.MSE, False), "l1": (Op.L1, False), "kl_div": (Op.KL_DIV, False), "kl_div-log": (Op.KL_DIV, True)}
 REDUCTIONS = {"mean": Reduction.MEAN, "none": Reduction.NONE}
 
 
@@ -38,8 +40,9 @@ def main() -> None:
         if before[label] == config or "transposed" not in label:
             continue
         op, dtype, _, _, red = label.split()
-        case = Case(OPS[op], getattr(torch, dtype), (N,), REDUCTIONS[red], layout=InputLayout.TRANSPOSED)
-        flat = Case(case.op, case.dtype, case.shape, case.reduction)
+        (kind, log), red_ = OPS[op], REDUCTIONS[red]
+        case = Case(kind, getattr(torch, dtype), (N,), red_, log_target=log, layout=InputLayout.TRANSPOSED)
+        flat = Case(case.op, case.dtype, case.shape, case.reduction, log_target=log)
         variants = [("before: " + before[label].short(), before[label]), ("now: " + config.short(), config)]
         g, x, t = case.inputs("cpu")
         outs, exs = [], []

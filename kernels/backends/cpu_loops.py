@@ -722,30 +722,23 @@ def _column_slots(n: int, lane: int) -> tuple[int, ...]:
     return tuple(where[j] for j in range(n))
 
 
-def _transpose_lanes(builder: ir.IRBuilder, rows: list[ir.Value], lane: int) -> list[ir.Value]:
+def _transpose_lanes(builder: ir.IRBuilder, rows: list[ir.Value], lane: int, halves: bool = False) -> list[ir.Value]:
     """n n-lane vectors (rows) -> their n columns, column j at index j. LLVM lowers each shuffle
-    to one instruction (vpunpck* inside lanes, vshufi64x2 / vinserti* / vpermt2q across them)."""
-    n = len(rows)
+    to one instruction (vpunpck* inside lanes, vshufi64x2 / vinserti* / vpermt2q across them).
 
-    def shuffle(a: ir.Value, b: ir.Value, mask: list[int]) -> ir.Value:
-        return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(_I32, n), mask))
-
-    slots = _run_rounds(rows, lane, shuffle)
-    return [slots[s] for s in _column_slots(n, lane)]
-
-
-def _transpose_halves(builder: ir.IRBuilder, rows: list[ir.Value], lane: int) -> list[ir.Value]:
-    """n 2n-lane vectors, each row i of two stacked n x n blocks side by side -> their n columns,
-    column j of both blocks side by side at index j (one whole line of out for half-line rows):
-    _transpose_lanes' rounds on both halves at once, one shuffle where two stacked blocks take two
-    (LLVM: vpunpck* on zmm inside lanes, vpermt2q across them)."""
+    ``halves``: n 2n-lane vectors, each row i of two stacked n x n blocks side by side -> their n
+    columns, column j of both blocks side by side at index j (one whole line of out for half-line
+    rows): the same rounds on both halves at once, each mask mapped onto both, so one shuffle
+    serves where two stacked blocks take two (LLVM: vpunpck* on zmm inside lanes, vpermt2q across
+    them)."""
     n = len(rows)
 
     def both(mask: list[int]) -> list[int]:  # an n-lane mask over (a, b), on each half of (a, b)
         return [h * n + k if k < n else 2 * n + h * n + k - n for h in (0, 1) for k in mask]
 
     def shuffle(a: ir.Value, b: ir.Value, mask: list[int]) -> ir.Value:
-        return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(_I32, 2 * n), both(mask)))
+        lanes = both(mask) if halves else mask
+        return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(_I32, len(lanes)), lanes))
 
     slots = _run_rounds(rows, lane, shuffle)
     return [slots[s] for s in _column_slots(n, lane)]
@@ -810,9 +803,11 @@ _SPLIT_512 = ("znver4",)
 # CPUs offered the three walk knobs found on the Zen 4 (half rows, inputs first, deferred stores):
 # _SPLIT_512's, and the Zen 5, whose 512-bit operations are whole but whose 16-bit transposed rows
 # at 2^22 took 0.76-1.04x the time with the knobs a study froze (most 0.91-0.96x; kl_div float16
-# 0-d 0.76x; results/performance.md, sections 64 and 65). The tuner decides per bucket, so a
-# float32 row the knobs lose keeps its old config.
-_WALK_KNOB_CPUS = (*_SPLIT_512, "znver5")
+# 0-d 0.76x; results/performance.md, sections 64 and 65), and the Intel Xeon (LLVM's rocketlake),
+# whose 16-bit transposed rows at 2^22 took 0.75-0.99x the time of the AVX-512 tier's configs with
+# half rows and deferred stores (15 of 16 rows; kl_div-log bfloat16 0-d 0.75x, l1 bfloat16 0.78-0.79x;
+# section 96). The tuner decides per bucket, so a float32 row the knobs lose keeps its old config.
+_WALK_KNOB_CPUS = (*_SPLIT_512, "znver5", "rocketlake")
 
 
 def _on_knob_cpu(switch: str) -> bool:
@@ -1166,7 +1161,9 @@ def _fused() -> bool:
     ordinary stores 0.86-0.91x while it ran slow and 0.99-1.05x while fast, section 92; kl_div
     bfloat16 0-d 0.84x, float16 full 0.88x, float32 0.92-0.94x, mse's rows no faster, its full
     gradient rows slower, section 93: the tuner keeps the fused walk per bucket where it wins),
-    with F16C (its float16 conversions are LLVM's fpext and fptrunc).
+    with F16C (its float16 conversions are LLVM's fpext and fptrunc). Not on the Intel Xeon
+    (rocketlake): offered there, its best trial took 1.05-1.31x the time of its study's best on
+    each of the 12 mse and kl_div 16-bit rows at 2^22 (section 96).
     ``LOSSTUNE_CPU_FUSED`` 1 offers it on any host with F16C, 0 on none."""
     forced = _forced("LOSSTUNE_CPU_FUSED")
     return HAS_F16C and (target_cpu() in _FUSED_CPUS if forced is None else forced)
@@ -1217,7 +1214,7 @@ def _make_fused_transpose(form: FusedForm, row_bytes: int, stream: bool, paired:
     operand would take one transpose each (section 93).
 
     ``paired``: row i of both stacked blocks side by side in one register of twice the row
-    (_transpose_halves), so each shuffle, conversion and store takes both blocks, and each column
+    (_transpose_lanes' halves), so each shuffle, conversion and store takes both blocks, and each column
     of the pair leaves as one whole line of out: half the shuffles of two stacked transposes (plus
     one insert a row pair to join the rows), and with AVX512-BF16 a bfloat16 pair rounded in one
     vcvtne2ps2bf16 (results/performance.md, section 94). 16-bit types only: float32's paired build
@@ -1236,7 +1233,9 @@ def _make_fused_transpose(form: FusedForm, row_bytes: int, stream: bool, paired:
             return None
         width = dst.dtype.bitwidth // 8
         by_rows = fused_by_rows(form, full)
-        if paired and not by_rows:  # paired rows are the row walk's alone (_paired_walks)
+        # Paired rows are the row walk's alone (_paired_walks), and 16-bit: float32's build let
+        # LLVM commute a multiply and keep the other operand's NaN where two meet (test_fused_walk).
+        if paired and (not by_rows or width == 4):
             return None
 
         def codegen(context, builder, signature, args):
@@ -1303,8 +1302,7 @@ def _make_fused_transpose(form: FusedForm, row_bytes: int, stream: bool, paired:
                     # An empty asm the row passes through: without it LLVM moved the transposes'
                     # shuffles above the rounding, into float32 lanes, twice the bits to shuffle.
                     rows.append(builder.call(ir.InlineAsm(ir.FunctionType(vec, [vec]), "", "=v,0"), [v]))
-                transpose = _transpose_halves if paired else _transpose_lanes
-                columns.append(transpose(builder, rows, _LANE_BYTES // width))
+                columns.append(_transpose_lanes(builder, rows, _LANE_BYTES // width, halves=paired))
 
             def value(c: ir.Value) -> ir.Value:  # a raw column of the target: converted as it is stored
                 return narrow(_fused_value(builder, form, gs, None, widen(c), cs))
@@ -1384,12 +1382,17 @@ def _fused_walk(form: FusedForm, scalar_g: bool, row: int, paired: bool = False)
     return fused
 
 
+def _walk_builds(
+    form: FusedForm, scalar_g: bool, row: int, paired: bool = False
+) -> tuple[Callable[..., None], Callable[..., None]]:
+    """The serial and the parallel build of one fused walk (_fused_walk)."""
+    walk = _fused_walk(form, scalar_g, row, paired)
+    return njit(nogil=True)(walk), njit(parallel=True, nogil=True)(walk)
+
+
 # By (form, a 0-d gradient, register row): the serial and the parallel build.
 FUSED_WALKS = {
-    (form, scalar_g, row): (
-        njit(nogil=True)(_fused_walk(form, scalar_g, row)),
-        njit(parallel=True, nogil=True)(_fused_walk(form, scalar_g, row)),
-    )
+    (form, scalar_g, row): _walk_builds(form, scalar_g, row)
     for form in FusedForm
     for scalar_g in (True, False)
     for row in TRANSPOSE_ROWS
@@ -1404,7 +1407,9 @@ def _paired() -> bool:
     mse bfloat16 0-d 0.92 and 0.94x the time, full 1.03 and 0.94x; kl_div bfloat16 full 0.94 and
     1.01x; float16 1.01-1.13x: results/performance.md, section 94, so the tuner decides per
     bucket). The Zen 4 (_SPLIT_512) is not in _PAIRED_CPUS: it runs each 512-bit operation as two
-    256-bit halves, so halving the shuffles' count would not halve their cost there. The space
+    256-bit halves, so halving the shuffles' count would not halve their cost there; nor the Intel
+    Xeon (rocketlake), where its best trial took 1.09-1.40x its study's best on the 16-bit rows
+    that offered it (section 96). The space
     offers it for 16-bit outs (cpu.CpuBackend.space). ``LOSSTUNE_CPU_PAIRED`` 1 offers it on any
     host that has the rest, 0 on none."""
     forced = _forced("LOSSTUNE_CPU_PAIRED")
@@ -1424,10 +1429,7 @@ def _paired_walks() -> dict[tuple[FusedForm, bool, int], tuple[Callable[..., Non
     float16, in three runs (section 94)."""
     half = LINE // 2
     return {
-        (form, scalar_g, half): (
-            njit(nogil=True)(_fused_walk(form, scalar_g, half, paired=True)),
-            njit(parallel=True, nogil=True)(_fused_walk(form, scalar_g, half, paired=True)),
-        )
+        (form, scalar_g, half): _walk_builds(form, scalar_g, half, paired=True)
         for form in FusedForm
         for scalar_g in (True, False)
         if fused_by_rows(form, not scalar_g)

@@ -345,7 +345,7 @@ def test_paired_half_rows_are_offered_with_the_fused_walk_where_the_loops_say(mo
 
 
 def test_paired_transposes_leave_column_j_of_both_blocks_side_by_side_in_slot_j() -> None:
-    """_transpose_halves on (block, row, column) labels, through a stand-in builder whose
+    """_transpose_lanes' halves on (block, row, column) labels, through a stand-in builder whose
     shuffle_vector picks labels by the mask it is given (the masks are the IR's; nothing compiles,
     so any host runs it): for 16-bit (16 x 16, 8 lanes a 128-bit lane) and float32 (8 x 8, 4) half
     rows, and two other sizes, the result's slot j holds column j of block 0 then of block 1, each
@@ -357,9 +357,36 @@ def test_paired_transposes_leave_column_j_of_both_blocks_side_by_side_in_slot_j(
 
     for n, lane in ((16, 8), (8, 4), (32, 8), (4, 2)):
         rows = [[(0, r, c) for c in range(n)] + [(1, r, c) for c in range(n)] for r in range(n)]
-        columns = cpu_loops._transpose_halves(Labels(), rows, lane)
+        columns = cpu_loops._transpose_lanes(Labels(), rows, lane, halves=True)
         for j, column in enumerate(columns):
             assert column == [(b, r, j) for b in (0, 1) for r in range(n)], (n, lane, j)
+
+
+def test_a_paired_transpose_of_float32_or_of_columns_does_not_type() -> None:
+    """The paired intrinsic types 16-bit row walks alone: a float32 out (its build let LLVM commute
+    a multiply and keep the other NaN) and KL's 0-d column walk find no implementation, whatever a
+    space offers; the same calls on float16 rows compile (nothing runs: compile only)."""
+    import numba
+    import numpy as np
+    from numba import types
+
+    half = cpu_loops.LINE // 2
+
+    def caller(form: FusedForm, scalar_g: bool) -> Callable[..., None]:
+        pair = cpu_loops._make_fused_transpose(form, half, False, paired=True)
+        if scalar_g:
+            return numba.njit(lambda g, x, t, o: pair(np.float32(g[0]), x, t, 0, 64, o, 0, 64, np.float32(1.0)))
+        return numba.njit(lambda g, x, t, o: pair(g, x, t, 0, 64, o, 0, 64, np.float32(1.0)))
+
+    cases = ((FusedForm.SCALED_DIFFERENCE, False), (FusedForm.SCALED_DIFFERENCE, True))
+    for form, scalar_g in cases:
+        with pytest.raises(numba.TypingError):
+            caller(form, scalar_g).compile((types.float32[::1],) * 4)
+        if cpu_loops.HAS_F16C:
+            caller(form, scalar_g).compile((types.int16[::1],) * 4)
+    assert not cpu_loops.fused_by_rows(FusedForm.NEGATED_SCALE, False)
+    with pytest.raises(numba.TypingError):
+        caller(FusedForm.NEGATED_SCALE, True).compile((types.int16[::1],) * 4)
 
 
 def test_a_paired_config_is_refused_where_the_space_has_no_paired_knob(
@@ -399,10 +426,12 @@ def test_restamp_lists_the_paired_walks_beside_the_fused_ones(monkeypatch: pytes
 
 
 def _assert_gate(monkeypatch: pytest.MonkeyPatch, switch: str, gate: Callable[[], bool], forced_on: str) -> None:
-    """A Zen-5-only gate: offered on the Zen 5 alone while ``switch`` is unset, on ``forced_on``'s
-    CPU too where it is 1, on the Zen 5 not where it is 0."""
+    """A Zen-5-only gate: offered on the Zen 5 alone while ``switch`` is unset (not on the Xeon,
+    LLVM's rocketlake, which has the walk knobs), on ``forced_on``'s CPU too where it is 1, on the
+    Zen 5 not where it is 0."""
     for value, cpu_name, want in (
         (None, "znver5", True),
+        (None, "rocketlake", False),
         (None, "znver4", False),
         (None, "sapphirerapids", False),
         ("1", forced_on, True),

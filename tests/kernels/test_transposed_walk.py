@@ -251,6 +251,7 @@ def test_half_rows_are_offered_only_on_whole_line_hosts_that_ask(monkeypatch: py
     for switch, cpu_name, want in (
         (None, "znver4", (0, 32)),
         (None, "znver5", (0, 32)),
+        (None, "rocketlake", (0, 32)),
         (None, "sapphirerapids", (0,)),
         ("1", "sapphirerapids", (0, 32)),
         ("0", "znver4", (0,)),
@@ -321,6 +322,7 @@ def test_a_knob_cpu_walk_is_offered_where_asked_and_a_bad_switch_is_refused(
     for value, cpu_name, want in (
         (None, "znver4", True),
         (None, "znver5", True),
+        (None, "rocketlake", True),
         (None, "sapphirerapids", False),
         (None, "znver3", False),
         ("1", "x", True),

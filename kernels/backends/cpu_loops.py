@@ -804,9 +804,10 @@ _SPLIT_512 = ("znver4",)
 # _SPLIT_512's, and the Zen 5, whose 512-bit operations are whole but whose 16-bit transposed rows
 # at 2^22 took 0.76-1.04x the time with the knobs a study froze (most 0.91-0.96x; kl_div float16
 # 0-d 0.76x; results/performance.md, sections 64 and 65), and the Intel Xeon (LLVM's rocketlake),
-# whose 16-bit transposed rows at 2^22 took 0.75-0.99x the time of the AVX-512 tier's configs with
-# half rows and deferred stores (15 of 16 rows; kl_div-log bfloat16 0-d 0.75x, l1 bfloat16 0.78-0.79x;
-# section 96). The tuner decides per bucket, so a float32 row the knobs lose keeps its old config.
+# where 10 of the 16-bit transposed rows at 2^22 took 0.75-0.91x the time of the AVX-512 tier's
+# configs with half rows and deferred stores (kl_div-log bfloat16 0-d 0.75x, l1 bfloat16 0.82x) and
+# mse's four tied (0.99-1.04x; section 96). The tuner decides per bucket, so a float32 row the
+# knobs lose keeps its old config.
 _WALK_KNOB_CPUS = (*_SPLIT_512, "znver5", "rocketlake")
 
 

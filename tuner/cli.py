@@ -138,8 +138,8 @@ def _parser() -> argparse.ArgumentParser:
     restamp.add_argument("--storage", help="tuning storage whose studies follow (default the journal)")
     restamp.add_argument(
         "--target",
-        help="compile for this CPU instead of the host (znver3, znver4, sapphirerapids, znver5): restamps the tables it"
-        " reads",
+        help="compile for this CPU instead of the host (znver3, znver4, sapphirerapids, znver5, rocketlake): restamps"
+        " the tables it reads",
     )
 
     bench = sub.add_parser("bench", help="tuned vs default vs vendor: median, spread, GB/s, %% roofline")

@@ -115,12 +115,15 @@ class Target:
 # The features the loops' gates read (cpu_loops: avx512f, avx2 with fma, f16c, avx512bf16), for the
 # CPUs the shipped tables were tuned on: the AVX2 tier's Zen 3, the AVX-512 tier's Zen 4 and Xeon,
 # and the Zen 5 (its own table; the gates that single it out read the CPU's name, which numba's
-# NUMBA_CPU_NAME sets: cpu_loops._CHECKED_CPUS, _RAW_FLAG_CPUS, _WALK_KNOB_CPUS).
+# NUMBA_CPU_NAME sets: cpu_loops._CHECKED_CPUS, _RAW_FLAG_CPUS, _WALK_KNOB_CPUS). The lent Xeons
+# report family 6 model 167, which LLVM names rocketlake, not sapphirerapids: its own table and its
+# walk knobs (section 96) are that name's, so a host of another CPU restamps them through it.
 TARGETS = {
     "znver3": Target("znver3", "+avx2,+fma,+f16c,-avx512f,-avx512bf16"),
     "znver4": Target("znver4", "+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512vl,+avx512dq,+avx512bf16"),
     "sapphirerapids": Target("sapphirerapids", "+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512vl,+avx512dq,+avx512bf16"),
     "znver5": Target("znver5", "+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512vl,+avx512dq,+avx512bf16"),
+    "rocketlake": Target("rocketlake", "+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512vl,+avx512dq,+avx512bf16"),
 }
 
 

@@ -397,6 +397,17 @@ def test_the_zen_5_target_reads_its_own_table_and_takes_the_gates_named_for_it()
     assert run_fresh(code, TARGETS["znver4"].env()) == "znver4 True False"
 
 
+def test_the_xeon_target_reads_its_own_table_and_takes_the_walk_knobs_not_the_fused_walk() -> None:
+    """``--target rocketlake`` (LLVM's name for the lent Xeons) restamps the Xeon's chip table and
+    the AVX-512 tier's, and its workers build the walks a Xeon builds: half rows offered (the walk
+    knobs, cpu_loops._WALK_KNOB_CPUS), the fused walk not; ``sapphirerapids``, with the same
+    features, is offered neither."""
+    assert host_tables(TARGETS["rocketlake"]) == ("x86_64-avx512-rocketlake-2t", "x86_64-avx512-2t")
+    code = "from kernels.backends import cpu_loops as c; print(c.target_cpu(), c.TRANSPOSE_ROWS, c.FUSED)"
+    assert run_fresh(code, TARGETS["rocketlake"].env()) == "rocketlake (0, 32) False"
+    assert run_fresh(code, TARGETS["sapphirerapids"].env()) == "sapphirerapids (0,) False"
+
+
 def test_compile_only_compiles_each_call_and_never_runs_it() -> None:
     """What a worker does for a target this host cannot run: a dispatcher call compiles for its
     arguments' types, as a first call does, and returns without running (nothing is written).
@@ -445,7 +456,8 @@ def test_runnable_here_names_the_features_this_host_lacks_and_the_cli_names_an_u
     with pytest.raises(ValueError, match="got imaginary with no-such-feature, which this host lacks"):
         runnable_here(Target("imaginary", "+no-such-feature,-avx512f"))
     assert cli.main(["restamp", "--dry-run", "--target", "pentium"]) == 2
-    assert "target: expected one of znver3, znver4, sapphirerapids, znver5, got 'pentium'" in capsys.readouterr().err
+    expected = "target: expected one of znver3, znver4, sapphirerapids, znver5, rocketlake, got 'pentium'"
+    assert expected in capsys.readouterr().err
 
 
 # ---- migrate_hashes: legacy kernel hashes to the canonical one ----------------------------------------

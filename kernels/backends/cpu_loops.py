@@ -1164,7 +1164,8 @@ def _fused() -> bool:
     gradient rows slower, section 93: the tuner keeps the fused walk per bucket where it wins),
     with F16C (its float16 conversions are LLVM's fpext and fptrunc). Not on the Intel Xeon
     (rocketlake): offered there, its best trial took 1.05-1.31x the time of its study's best on
-    each of the 12 mse and kl_div 16-bit rows at 2^22 (section 96).
+    each of the 8 mse and kl_div 16-bit transposed rows at 2^22, 1.37-1.58x on the 4 float32 ones
+    (section 96).
     ``LOSSTUNE_CPU_FUSED`` 1 offers it on any host with F16C, 0 on none."""
     forced = _forced("LOSSTUNE_CPU_FUSED")
     return HAS_F16C and (target_cpu() in _FUSED_CPUS if forced is None else forced)

@@ -118,12 +118,10 @@ class Target:
 # NUMBA_CPU_NAME sets: cpu_loops._CHECKED_CPUS, _RAW_FLAG_CPUS, _WALK_KNOB_CPUS). The lent Xeons
 # report family 6 model 167, which LLVM names rocketlake, not sapphirerapids: its own table and its
 # walk knobs (section 96) are that name's, so a host of another CPU restamps them through it.
+_AVX512 = "+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512vl,+avx512dq,+avx512bf16"
 TARGETS = {
     "znver3": Target("znver3", "+avx2,+fma,+f16c,-avx512f,-avx512bf16"),
-    "znver4": Target("znver4", "+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512vl,+avx512dq,+avx512bf16"),
-    "sapphirerapids": Target("sapphirerapids", "+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512vl,+avx512dq,+avx512bf16"),
-    "znver5": Target("znver5", "+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512vl,+avx512dq,+avx512bf16"),
-    "rocketlake": Target("rocketlake", "+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512vl,+avx512dq,+avx512bf16"),
+    **{cpu: Target(cpu, _AVX512) for cpu in ("znver4", "sapphirerapids", "znver5", "rocketlake")},
 }
 
 

@@ -1,7 +1,8 @@
-"""Each 2^22 row whose table config differs between two config files, the first's config against
+"""Each transposed row whose table config differs between two config files, the first's config against
 the second's in interleaved rounds in one process, over the contiguous partner at the second's
 config, or the lookup's where it has none (results/performance.md, section 93; every op, and any
-two tables, since section 95; the lookup's partner since section 96). The
+two tables, since section 95; the lookup's partner since section 96; at the label's size, not
+2^22 alone, since section 97). The
 configs come from two JSON files (``{case label: config dict}``, every entry fresh where written:
 by a checkout of each commit, or from two tables). Outputs bit for bit first. Run from the
 repository root:
@@ -26,7 +27,6 @@ from kernels.tiling import Tiling
 from tuner.goals import spread
 from tuner.problems import Case, InputLayout
 
-N = 1 << 22
 BACKEND = CpuBackend()
 # by the label's op: the op and log_target (Case.label)
 OPS = {"mse": (Op.MSE, False), "l1": (Op.L1, False), "kl_div": (Op.KL_DIV, False), "kl_div-log": (Op.KL_DIV, True)}
@@ -36,13 +36,13 @@ REDUCTIONS = {"mean": Reduction.MEAN, "none": Reduction.NONE}
 def main() -> None:
     before, now = ({k: Tiling.from_dict(v) for k, v in json.load(open(p)).items()} for p in sys.argv[1:3])
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 5
-    print(f"# 2^22, {rounds} rounds; over the contiguous partner, median (min-max)")
+    print(f"# each label's size, {rounds} rounds; over the contiguous partner, median (min-max)")
     for label, config in now.items():
         if before[label] == config or "transposed" not in label:
             continue
-        op, dtype, _, _, red = label.split()
+        op, dtype, numel, _, red = label.split()
         (kind, log), red_ = OPS[op], REDUCTIONS[red]
-        case = Case(kind, getattr(torch, dtype), (N,), red_, log_target=log, layout=InputLayout.TRANSPOSED)
+        case = Case(kind, getattr(torch, dtype), (int(numel),), red_, log_target=log, layout=InputLayout.TRANSPOSED)
         flat = Case(case.op, case.dtype, case.shape, case.reduction, log_target=log)
         variants = [("before: " + before[label].short(), before[label]), ("now: " + config.short(), config)]
         g, x, t = case.inputs("cpu")

@@ -1,0 +1,64 @@
+"""The vector loop bodies of KL log_target's 0-d contiguous loop (the serial scalar_grad build, as
+loops.py times it): float16 (half) and bfloat16 (narrow, coarse). Prints each loop that holds the
+exp's vscalefps: its instructions, counted by mnemonic. Not part of the package.
+
+    python asm.py
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import warnings
+
+import torch
+
+from kernels.backends import cpu
+from kernels.ops import kl_div
+
+LOG = kl_div.FORMULA_LOG
+
+
+def _loops(asm: str) -> list[list[str]]:
+    """Each backward-jumping block range [label .. jump to label] that contains vscalefps."""
+    lines = [ln.rstrip() for ln in asm.splitlines()]
+    where = {m.group(1): i for i, ln in enumerate(lines) if (m := re.match(r"^(\.LBB\S+):", ln))}
+    found = []
+    for i, ln in enumerate(lines):
+        m = re.match(r"^\s+j\w+\s+(\.LBB\S+)", ln)
+        if m and m.group(1) in where and where[m.group(1)] < i:
+            body = [
+                x.strip()
+                for x in lines[where[m.group(1)] : i + 1]
+                if x.strip() and not x.strip().startswith(("#", "."))
+            ]
+            if any("vscalefps" in x for x in body) and len(body) < 400:
+                found.append(body)
+    return found
+
+
+def main() -> None:
+    warnings.simplefilter("ignore")
+    for name, dtype, loops in (
+        ("float16 (half)", torch.float16, cpu.BACKEND.kernels(LOG, True, half=True)),
+        ("bfloat16 narrow", torch.bfloat16, cpu.BACKEND.kernels(LOG, True)),
+        ("bfloat16 coarse", torch.bfloat16, cpu.BACKEND.kernels(LOG, True, coarse=True)),
+    ):
+        n = 1 << 12
+        t = (-torch.rand(n) * 8).to(dtype)
+        g = torch.tensor(0.5, dtype=dtype)
+        out = torch.ones(n, dtype=dtype)
+        tag = cpu.TAGS[dtype]
+        fn = loops.scalar_grad[0]
+        fn(g.data_ptr(), t.data_ptr(), t.data_ptr(), out.data_ptr(), tag, tag, tag, tag, n, 1.0 / n, 4096, 0, 1, False)
+        asm = "\n".join(fn.inspect_asm().values())
+        for body in _loops(asm):
+            ops = collections.Counter(x.split()[0] for x in body)
+            print(f"## {name}: {len(body)} instructions")
+            print("   " + ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])))
+            for x in body:
+                print("     " + x)
+
+
+if __name__ == "__main__":
+    main()

@@ -11,12 +11,7 @@ import collections
 import re
 import warnings
 
-import torch
-
-from kernels.backends import cpu
-from kernels.ops import kl_div
-
-LOG = kl_div.FORMULA_LOG
+from loops import loop_args, loop_sets  # beside this file: the sets and arguments loops.py times
 
 
 def _loops(asm: str) -> list[list[str]]:
@@ -39,18 +34,10 @@ def _loops(asm: str) -> list[list[str]]:
 
 def main() -> None:
     warnings.simplefilter("ignore")
-    for name, dtype, loops in (
-        ("float16 (half)", torch.float16, cpu.BACKEND.kernels(LOG, True, half=True)),
-        ("bfloat16 narrow", torch.bfloat16, cpu.BACKEND.kernels(LOG, True)),
-        ("bfloat16 coarse", torch.bfloat16, cpu.BACKEND.kernels(LOG, True, coarse=True)),
-    ):
-        n = 1 << 12
-        t = (-torch.rand(n) * 8).to(dtype)
-        g = torch.tensor(0.5, dtype=dtype)
-        out = torch.ones(n, dtype=dtype)
-        tag = cpu.TAGS[dtype]
+    for name, (dtype, loops) in loop_sets().items():
+        keep, args = loop_args(1 << 12, dtype, 1)
         fn = loops.scalar_grad[0]
-        fn(g.data_ptr(), t.data_ptr(), t.data_ptr(), out.data_ptr(), tag, tag, tag, tag, n, 1.0 / n, 4096, 0, 1, False)
+        fn(*args, False)
         asm = "\n".join(fn.inspect_asm().values())
         for body in _loops(asm):
             ops = collections.Counter(x.split()[0] for x in body)
@@ -58,6 +45,7 @@ def main() -> None:
             print("   " + ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])))
             for x in body:
                 print("     " + x)
+        del keep
 
 
 if __name__ == "__main__":

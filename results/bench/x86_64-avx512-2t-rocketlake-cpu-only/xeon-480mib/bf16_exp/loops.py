@@ -25,7 +25,8 @@ ROUNDS = 9
 LOG = kl_div.FORMULA_LOG
 
 
-def _args(n: int, dtype: torch.dtype, cores: int):
+def loop_args(n: int, dtype: torch.dtype, cores: int):
+    """The tensors to keep alive, and a scalar_grad loop's arguments (but stream) over them."""
     torch.manual_seed(0)
     t = (-torch.rand(n) * 8).to(dtype)  # log-probabilities: every tile takes the twin
     g = torch.tensor(0.5, dtype=dtype)
@@ -49,19 +50,24 @@ def _args(n: int, dtype: torch.dtype, cores: int):
     )
 
 
-def main() -> None:
-    warnings.simplefilter("ignore")
-    sets = {
+def loop_sets() -> dict[str, tuple[torch.dtype, cpu_loops.CpuKernels]]:
+    """The three loop sets compared, by name: each one's dtype and loops (asm.py dumps the same)."""
+    return {
         "float16 (half)": (torch.float16, cpu.BACKEND.kernels(LOG, True, half=True)),
         "bfloat16 narrow": (torch.bfloat16, cpu.BACKEND.kernels(LOG, True)),
         "bfloat16 coarse": (torch.bfloat16, cpu.BACKEND.kernels(LOG, True, coarse=True)),
     }
+
+
+def main() -> None:
+    warnings.simplefilter("ignore")
+    sets = loop_sets()
     print(f"# host {cpu_loops.target_cpu()}, coarse offered here: {cpu.coarse_offered()}; ns per 16 elements per core")
     for e in (int(a) for a in sys.argv[1:]):
         n = 1 << e
         cores = 1 if n <= 1 << 18 else 2
         reps = max(5, (1 << 24) // n)
-        made = {name: _args(n, dtype, cores) for name, (dtype, _) in sets.items()}
+        made = {name: loop_args(n, dtype, cores) for name, (dtype, _) in sets.items()}
         times: dict[str, list[float]] = {name: [] for name in sets}
         for rnd in range(ROUNDS):
             for name in list(sets) if rnd % 2 == 0 else list(sets)[::-1]:

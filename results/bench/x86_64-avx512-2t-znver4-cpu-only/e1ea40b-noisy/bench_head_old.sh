@@ -1,4 +1,5 @@
 #!/bin/bash
+# /tmp/rep: a clone of e1ea40b; /tmp/old: a clone checked out at ff0c89c; each tree on its own PYTHONPATH, one venv (torch 2.13.0)
 for r in 1 2; do
   for w in rep old; do
     echo "## $w round $r"

@@ -1,5 +1,6 @@
 #!/bin/bash
 # alternating processes: gates 11 (Zen 5's checked twin + raw flag) vs 00 (the Zen 4's own)
+# /tmp/rep: a clone of e1ea40b
 cd /tmp/rep
 for r in 1 2 3; do
   for g in 11 00; do

@@ -13,7 +13,7 @@ import torch
 from kernels import dispatch, timing
 from kernels.executor import Executor
 from kernels.modes import Op
-from tuner.goals import GRADS, LARGE_NUMEL, pow2, spread
+from tuner.goals import GRADS, LARGE_NUMEL, UNSTEADY_COPY, copy_swing, memory_row, pow2, spread
 from tuner.problems import Case, InputLayout, parse_shape
 
 
@@ -63,6 +63,10 @@ class BenchRow:
     # the vendor's call without the allocation and zero-fill of its result. 0 where PyTorch has no
     # such kernel (L1, KL), where it failed its check (_vendor_into) and in older reports.
     vendor_out_s: float = 0.0
+    # The copy's GB/s round by round (copy_gbps is their median's): a row whose copy moved past
+    # goals.UNSTEADY_COPY across its rounds was timed while the host's memory moved, which the CPU
+    # wait does not see (results/performance.md, section 99). Empty in older reports.
+    copy_gbps_rounds: tuple[float, ...] = ()
 
 
 def _public(case: Case) -> Callable[..., torch.Tensor]:
@@ -200,6 +204,7 @@ def bench_case(
         roofline,
         wait,
         med[into_at] if into is not None else 0.0,
+        tuple(copy_bytes / c / 1e9 for c in copy_t),
     )
 
 
@@ -371,7 +376,7 @@ def format_report(rows: list[BenchRow]) -> str:
                 f"{r.oneshot_s / r.tuned_s:.2f}",
             )
         )
-    return "\n".join([*_aligned(lines), *_contention(rows)])
+    return "\n".join([*_aligned(lines), *_contention(rows), *_steadiness(rows)])
 
 
 def _contention(rows: list[BenchRow]) -> list[str]:
@@ -387,6 +392,26 @@ def _contention(rows: list[BenchRow]) -> list[str]:
     if not busy:
         return [f"{line}; no row at {timing.BUSY_WAIT:.0%} or more"]
     return [f"{line}; {len(busy)} row(s) at {timing.BUSY_WAIT:.0%} or more, timed beside other work: {', '.join(busy)}"]
+
+
+def _steadiness(rows: list[BenchRow]) -> list[str]:
+    """A line under the report with how far each row's copy moved across its rounds (fastest over
+    slowest, goals.copy_swing), naming those past goals.UNSTEADY_COPY: the host's memory moved while
+    they were timed, so their roofline % (and a layout's x over its partner) read the host too. The
+    CPU wait misses this: on the Zen 4 of section 99 every row waited 0-2% and one row's roofline
+    read 62-102% round by round. Only the rows whose copy runs out of cache (goals.memory_row); none
+    of a single round or without the copy's rounds."""
+    memory = [r for r in rows if memory_row(r.backend, r.dtype, r.case, r.numel)]
+    swings = [(r, s) for r in memory if (s := copy_swing(r.copy_gbps_rounds)) is not None]
+    if not swings:
+        return []
+    span = spread([s for _, s in swings], ".2f")
+    line = f"copy GB/s across the rounds of a layout or roofline row (fastest over slowest): {span}x"
+    moved = [f"{_label(r)} {s:.2f}x" for r, s in swings if s > UNSTEADY_COPY]
+    if not moved:
+        return [f"{line}; no row over {UNSTEADY_COPY:.2f}x"]
+    named = ", ".join(moved)
+    return [f"{line}; {len(moved)} row(s) over {UNSTEADY_COPY:.2f}x, timed while the host's memory moved: {named}"]
 
 
 def _label(r: BenchRow) -> str:

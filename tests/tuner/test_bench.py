@@ -235,3 +235,25 @@ def test_a_summed_row_is_held_to_the_sums_bar_not_the_elementwise_one() -> None:
     off = out.clone()
     off[0, 7] += 1e-3 * (t[:, 7].abs() * g[:, 7].abs()).sum()  # 1e-3 of the summed magnitudes
     assert "1 of 1024 elements off" in str(case.mismatch(off, ref, g, x, t))
+
+
+def test_a_report_row_records_its_copys_rounds_and_the_report_names_the_rows_whose_copy_moved() -> None:
+    """Each round's copy GB/s (copy_gbps is their median's); under the report, how far the copy moved
+    across the rounds of the rows whose copy runs out of cache, naming those over UNSTEADY_COPY. Here
+    the moves are written into the rows by hand: this host's real ones are what the line reports."""
+    row = bench.bench_case(L1, "cpu", min_time_s=0.001, rounds=3)
+    assert len(row.copy_gbps_rounds) == 3 and min(row.copy_gbps_rounds) > 0
+    assert row.copy_gbps == pytest.approx(statistics.median(row.copy_gbps_rounds))
+    large = dataclasses.replace(row, numel=2**24, cpu_wait=None)
+    steady = dataclasses.replace(large, copy_gbps_rounds=(30.0, 33.0, 31.0))
+    moved = dataclasses.replace(large, reduction="mean", copy_gbps_rounds=(36.0, 24.0, 30.0))
+    layout = dataclasses.replace(row, numel=2**22, case="transposed", cpu_wait=None, copy_gbps_rounds=(20.0, 25.0))
+    cached = dataclasses.replace(row, cpu_wait=None, copy_gbps_rounds=(10.0, 30.0))  # 2^12: in cache, not named
+    assert bench.format_report([steady, moved, layout, cached]).splitlines()[-1] == (
+        "copy GB/s across the rounds of a layout or roofline row (fastest over slowest): 1.10-1.50x; 2 row(s) over"
+        " 1.20x, timed while the host's memory moved: l1 float32 contiguous 0-d 2^24 1.50x,"
+        " l1 float32 transposed full 2^22 1.25x"
+    )
+    assert bench.format_report([steady]).splitlines()[-1].endswith(": 1.10-1.10x; no row over 1.20x")
+    single = dataclasses.replace(large, copy_gbps_rounds=(30.0,))  # one round, or an older report: no line
+    assert len(bench.format_report([single, cached]).splitlines()) == 3

@@ -201,6 +201,7 @@ def test_goals_cli_prints_the_table_and_fails_on_a_miss_only_when_asked(
         "measured": 50.0,
         "goal": ">= 90%",
         "detail": "",  # these hand-written rows carry no GB/s
+        "copy_swing": None,  # nor the copy's rounds
     }
 
 
@@ -312,3 +313,31 @@ def test_recorded_wait_is_a_number_or_none_where_there_is_no_reading() -> None:
     assert recorded_wait(0) == 0.0 and recorded_wait(0.31) == 0.31
     for none in (None, float("nan"), True, "0.3"):
         assert recorded_wait(none) is None
+
+
+def test_a_miss_on_a_row_whose_copy_moved_says_so_and_the_count_heads_the_misses() -> None:
+    """bench --report records the copy's GB/s round by round: a roofline or layout miss on a row whose
+    copy's fastest round ran over UNSTEADY_COPY times its slowest was timed while the host's memory
+    moved (which the CPU wait does not see), and its line says so; a steady copy, a single round, an
+    older report (no rounds, or pandas' NaN) and a small row in cache carry nothing."""
+    moved = {"copy_gbps_rounds": [30.0, 36.5, 24.0], "roofline_pct_rounds": [62.0, 80.0, 102.0]}
+    (roof,) = evaluate([*_met(), _row(roofline_pct=80.0, cpu_wait=0.01, **moved)])[1]
+    assert roof.unsteady and roof.copy_swing == pytest.approx(36.5 / 24.0)
+    assert roof.detail == "rounds 62-102; CPU wait 1%; copy moved 1.52x across its rounds"
+    layout = {"contiguous_x_rounds": [1.52, 1.60, 1.70], "contiguous_x": 1.60, "copy_gbps_rounds": [20.0, 24.1]}
+    (over,) = evaluate([*_met(), _row(numel=2**22, case="transposed", tuned_s=1.4, contiguous_s=1.0, **layout)])[1]
+    assert over.line() == (
+        "mse float32 transposed full 2^22: 1.60x (goal <= 1.5x; rounds 1.52-1.70; copy moved 1.21x across its rounds)"
+    )
+    steady = _row(roofline_pct=80.0, copy_gbps_rounds=[30.0, 36.0])  # 1.20x: not over the line
+    unread = [_row(roofline_pct=80.0, copy_gbps_rounds=r) for r in ([30.0], [], float("nan"))]
+    cached = _row(numel=2**16, oneshot_s=2.5, copy_gbps_rounds=[10.0, 30.0])  # in cache: timer grain
+    for row in (steady, *unread, cached):
+        (miss,) = evaluate([*_met(), row])[1]
+        assert not miss.unsteady and "copy moved" not in miss.detail
+    table, misses = evaluate([*_met(), _row(roofline_pct=80.0, **moved), steady])
+    assert format_goals(table, misses).splitlines()[len(table) + 3] == (
+        "2 goal(s) not met (1 on rows whose copy moved over 1.20x across their rounds):"
+    )
+    table, misses = evaluate([*_met(), steady])
+    assert format_goals(table, misses).splitlines()[len(table) + 3] == "1 goal(s) not met:"

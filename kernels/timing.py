@@ -203,6 +203,25 @@ class Rounds:
         return summarize(list(self.samples))
 
 
+class Grain(str, Enum):
+    """How a round of ``interleaved`` takes its runs' samples.
+
+    RUN: each run's samples together (``measure``, min_time_s of them), one run after another. A
+    round of a report's row (six or seven runs) then spans about a third of a second between its
+    kernel's samples and its copy's.
+    LAUNCH: one launch of each run in turn, over and over, for the same budget: a round's kernel
+    and copy samples are milliseconds apart. On a host whose memory moves faster than a round (the
+    Zen 4 of results/performance.md, section 100: one row's copy 14.9-42.3 GB/s across seven
+    rounds) RUN's round pairs do not cancel the move (the correlation of a round's kernel and copy
+    GB/s, 2^24 rows: median 0.24 over 48 report rows), LAUNCH's do (0.54-0.96 in 12 A/B rows). It
+    is for working sets out of every cache: each launch finds the other runs' data, not its own, in
+    the caches, where RUN's repeats of one run find theirs.
+    """
+
+    RUN = "run"
+    LAUNCH = "launch"
+
+
 def interleaved(
     runs: Sequence[Callable[[int], object]],
     device: torch.device | str = "cpu",
@@ -211,11 +230,13 @@ def interleaved(
     min_time_s: float = 0.1,
     seed: int = 0,
     spans: Sequence[Span] = (),
+    grain: Grain = Grain.RUN,
 ) -> list[Rounds]:
     """``measure`` each of ``runs`` once per round, in an order shuffled anew every round
     (``random.Random(seed)``), so a slow spell of a shared host hits them all alike and their
-    ratios, round by round, cancel it. ``spans``: each run's Span (default: Span.DEVICE for all).
-    One Rounds per run, in the order given."""
+    ratios, round by round, cancel it. ``spans``: each run's Span (default: Span.DEVICE for all);
+    ``grain``: a run's samples together or launch by launch (Grain). One Rounds per run, in the
+    order given."""
     if spans and len(spans) != len(runs):
         raise ValueError(f"spans: expected one Span per run ({len(runs)}), got {len(spans)}")
     kinds = tuple(spans) or (Span.DEVICE,) * len(runs)
@@ -225,11 +246,51 @@ def interleaved(
     rng = random.Random(seed)
     for _ in range(rounds):
         rng.shuffle(order)
-        for i in order:
-            result = measure(runs[i], device, min_time_s=min_time_s, span=kinds[i])
+        if grain is Grain.LAUNCH:
+            results = _by_launch(runs, order, torch.device(device), kinds, min_time_s)
+        else:
+            results = {i: measure(runs[i], device, min_time_s=min_time_s, span=kinds[i]) for i in order}
+        for i, result in results.items():
             medians[i].append(result.median_s)
             samples[i].extend(result.samples)
     return [Rounds(tuple(m), tuple(s)) for m, s in zip(medians, samples, strict=True)]
+
+
+def _by_launch(
+    runs: Sequence[Callable[[int], object]],
+    order: Sequence[int],
+    device: torch.device,
+    kinds: Sequence[Span],
+    min_time_s: float,
+    warmup: int = 2,
+    min_runs: int = 5,
+    max_runs: int = 10_000,
+) -> dict[int, Timing]:
+    """One round of Grain.LAUNCH: each run warmed (``measure``'s warm-up, and its clock's lead), then
+    one timed launch of each in ``order``, cycle after cycle, until every run has ``min_runs``
+    samples and they hold ``min_time_s`` a run in all (RUN's budget for the round), or a run has
+    ``max_runs``; launch-free CUDA samples also stop at four times that budget of the host's wall
+    clock, as ``measure``'s do."""
+    if not order:
+        return {}
+    clocks = {i: _Clock(device, kinds[i]) for i in order}
+    for i in order:
+        for _ in range(warmup):
+            runs[i](0)
+        clocks[i].lead_for(lambda i=i: runs[i](0))
+    taken: dict[int, list[float]] = {i: [] for i in order}
+    budget = min_time_s * len(order)
+    launch_free = any(c.launch_free for c in clocks.values())
+    wall_end = time.perf_counter() + 4 * budget if launch_free else float("inf")
+    total = 0.0
+    while (total < budget and time.perf_counter() < wall_end) or len(taken[order[0]]) < min_runs:
+        if len(taken[order[0]]) >= max_runs:
+            break
+        for i in order:
+            dt = clocks[i].time(lambda i=i: runs[i](0))
+            taken[i].append(dt)
+            total += dt
+    return {i: summarize(taken[i]) for i in order}
 
 
 def _copy(device: str, nbytes: int) -> tuple[Callable[[int], object], int]:

@@ -438,8 +438,9 @@ def _report(args: argparse.Namespace) -> int:
     import subprocess
     import time
 
+    from kernels.timing import Grain
     from tuner import machine
-    from tuner.bench import REPORT_LAYOUT_SIZE, REPORT_SIZES, as_dicts, format_report, report_rows
+    from tuner.bench import REPORT_LAYOUT_SIZE, REPORT_SIZES, as_dicts, format_report, report_rows, roofline_grain
     from tuner.freeze import git_commit, write_atomic
     from tuner.goals import LARGE_NUMEL, pow2
     from tuner.problems import InputLayout
@@ -482,6 +483,8 @@ def _report(args: argparse.Namespace) -> int:
     commit = git_commit()[:7]
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
     host = machine.describe()  # once: the header quotes it, the JSON stores it whole
+    # the contiguous rows a goal reads the copy from: timed launch by launch on the CPU (bench.roofline_grain)
+    by_launch = ", these timed launch by launch" if roofline_grain(args.backend) is Grain.LAUNCH else ""
     header = (
         f"losstune bench --report on {host['machine']} ({host['cpu_model']}), "
         f"backend {args.backend}, commit {commit}{' + local changes' if dirty.stdout.strip() else ''}, "
@@ -489,7 +492,7 @@ def _report(args: argparse.Namespace) -> int:
         "medians of interleaved rounds; roofline = torch copy_ at the same working set (half read, half written);"
         f" roofline % and a layout's x over its contiguous partner: the median (min-max) of each round's ratio,"
         f" {args.rounds} rounds, {args.goal_rounds} for the layout rows (at {', '.join(map(pow2, layout_numels))})"
-        f" and those of {pow2(LARGE_NUMEL)} and up; torch's tensors of 2 MiB and up on"
+        f" and those of {pow2(LARGE_NUMEL)} and up{by_launch}; torch's tensors of 2 MiB and up on"
         f" {host['torch_pages']}: the vendor allocates its result every call; x vendor out: over PyTorch's own"
         " kernel into a given out (mse's aten kernel; L1 and KL have none: -)"
     )

@@ -35,6 +35,39 @@ def test_interleaved_times_each_run_once_a_round_in_a_seeded_shuffled_order() ->
     assert calls[::per_call] == order  # and the same for the same seed
 
 
+def test_launch_grain_takes_one_launch_of_each_run_in_turn_in_the_rounds_order() -> None:
+    """Grain.LAUNCH: each run warmed, then one timed launch of every run in the round's order, cycle
+    after cycle, so a round's samples of each run are a launch apart; every run gets as many samples
+    (measure's minimum here), and the rounds' orders are RUN's, seed for seed."""
+    calls: list[int] = []
+    runs = [lambda _, k=k: calls.append(k) for k in range(3)]
+    timed = timing.interleaved(runs, rounds=4, min_time_s=0.0, seed=3, grain=timing.Grain.LAUNCH)
+    assert [len(t.medians) for t in timed] == [4] * 3 and [len(t.samples) for t in timed] == [4 * 5] * 3
+    per_round = 3 * 2 + 3 * 5  # the warm-ups, then five cycles
+    rounds = [calls[i : i + per_round] for i in range(0, len(calls), per_round)]
+    assert len(rounds) == 4
+    for r in rounds:
+        warm, cycles = r[:6], r[6:]
+        order = warm[::2]
+        assert sorted(order) == [0, 1, 2] and warm == [k for k in order for _ in range(2)]
+        assert cycles == order * 5  # one launch of each, in the round's order, five times
+    calls.clear()
+    timing.interleaved(runs, rounds=4, min_time_s=0.0, seed=3)  # RUN: its orders, run after run
+    assert [calls[::7][i : i + 3] for i in range(0, 12, 3)] == [r[:6:2] for r in rounds]
+
+
+def test_launch_grain_spends_runs_budget_a_round_and_times_each_launch() -> None:
+    """A round of Grain.LAUNCH holds min_time_s a run in all, as RUN's does, and each sample is one
+    launch's time: a 2 ms run beside a 0 ms one gets as many samples as it, each about 2 ms."""
+    slow, fast = (lambda _: time.sleep(2e-3)), (lambda _: None)
+    timed = timing.interleaved([slow, fast], rounds=1, min_time_s=0.02, grain=timing.Grain.LAUNCH)
+    assert len(timed[0].samples) == len(timed[1].samples) >= 5
+    total, last_cycle = sum(timed[0].samples) + sum(timed[1].samples), timed[0].samples[-1] + timed[1].samples[-1]
+    assert total - last_cycle < 2 * 0.02 <= total  # it stops at the first cycle past the budget
+    assert min(timed[0].samples) >= 2e-3 and timed[1].median_s < 1e-3
+    assert timing.interleaved([], rounds=2, grain=timing.Grain.LAUNCH) == []
+
+
 def test_rounds_report_the_median_of_round_medians_and_every_sample() -> None:
     (timed,) = timing.interleaved([lambda _: sum(range(1000))], rounds=3, min_time_s=0.0)
     assert timed.median_s == statistics.median(timed.medians)

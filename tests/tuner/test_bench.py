@@ -45,7 +45,7 @@ def _fake_rounds(monkeypatch: pytest.MonkeyPatch, fake: dict[int, tuple[float, .
     medians (``fake``, by run index; 1.0 s for the rest). The list it returns gets each call's spans."""
     seen: list[tuple[timing.Span, ...]] = []
 
-    def interleaved(runs, device="cpu", *, rounds, min_time_s=0.1, seed=0, spans=()):  # noqa: ANN001, ANN202
+    def interleaved(runs, device="cpu", *, rounds, min_time_s=0.1, seed=0, spans=(), grain=timing.Grain.RUN):  # noqa: ANN001, ANN202
         seen.append(tuple(spans))
         for run in runs:
             run(0)
@@ -153,6 +153,10 @@ def test_rows_a_goal_reads_take_the_goal_rounds(monkeypatch: pytest.MonkeyPatch)
     ]
     assert [len(r.roofline_pct_rounds) for r in rows] == [1, 3, 3, 3]
     assert [len(r.contiguous_x_rounds) for r in rows] == [0, 0, 3, 3]
+    # The contiguous rows the roofline goal reads, launch by launch on the CPU (their working sets
+    # out of cache at the real goal_numel); the rest, and every row of a GPU, run by run.
+    assert [r.grain for r in rows] == ["run", "launch", "run", "run"]
+    assert bench.roofline_grain("cuda") is timing.Grain.RUN
 
 
 def test_layout_rows_are_timed_at_each_size_asked_in_its_order() -> None:
@@ -249,11 +253,13 @@ def test_a_report_row_records_its_copys_rounds_and_the_report_names_the_rows_who
     moved = dataclasses.replace(large, reduction="mean", copy_gbps_rounds=(36.0, 24.0, 30.0))
     layout = dataclasses.replace(row, numel=2**22, case="transposed", cpu_wait=None, copy_gbps_rounds=(20.0, 25.0))
     cached = dataclasses.replace(row, cpu_wait=None, copy_gbps_rounds=(10.0, 30.0))  # 2^12: in cache, not named
-    assert bench.format_report([steady, moved, layout, cached]).splitlines()[-1] == (
-        "copy GB/s across the rounds of a layout or roofline row (fastest over slowest): 1.10-1.50x; 2 row(s) over"
-        " 1.20x, timed while the host's memory moved: l1 float32 contiguous 0-d 2^24 1.50x,"
+    assert bench.format_report([steady, layout, moved, cached]).splitlines()[-1] == (
+        "copy GB/s across the rounds of a layout or roofline row (fastest over slowest): 1.10-1.50x; 2 of 3 row(s)"
+        " over 1.20x, timed while the host's memory moved: l1 float32 contiguous 0-d 2^24 1.50x,"
         " l1 float32 transposed full 2^22 1.25x"
     )
+    many = [dataclasses.replace(moved, numel=2**k) for k in range(24, 24 + bench.STEADINESS_NAMED + 2)]
+    assert bench.format_report(many).splitlines()[-1].endswith("contiguous 0-d 2^31 1.50x and 2 more")
     assert bench.format_report([steady]).splitlines()[-1].endswith(": 1.10-1.10x; no row over 1.20x")
     single = dataclasses.replace(large, copy_gbps_rounds=(30.0,))  # one round, or an older report: no line
     assert len(bench.format_report([single, cached]).splitlines()) == 3

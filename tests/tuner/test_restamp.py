@@ -458,6 +458,12 @@ def test_runnable_here_names_the_features_this_host_lacks_and_the_cli_names_an_u
     assert cli.main(["restamp", "--dry-run", "--target", "pentium"]) == 2
     expected = "target: expected one of znver3, znver4, sapphirerapids, znver5, rocketlake, got 'pentium'"
     assert expected in capsys.readouterr().err
+    # The help names them by hand (building the parser must not import the compilers TARGETS sits
+    # beside): it names each, in TARGETS' order.
+    with pytest.raises(SystemExit):
+        cli.main(["restamp", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"compile for this CPU instead of the host ({', '.join(TARGETS)})" in help_text
 
 
 # ---- migrate_hashes: legacy kernel hashes to the canonical one ----------------------------------------

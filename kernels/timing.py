@@ -26,6 +26,11 @@ from kernels import backends
 FLUSH_BYTES = 256 << 20  # larger than any last-level cache these hosts have
 LEAD_MIN_S = 20e-6  # the shortest spin queued ahead of a launch-free CUDA sample
 LEAD_MAX_S = 10e-3  # past this a call's host side is no launch path: time it as it comes
+# measure's sampling: untimed calls first, then timed ones until its budget, at least MIN_RUNS and
+# at most MAX_RUNS of them; a Grain.LAUNCH round samples each run by the same numbers.
+WARMUP = 2
+MIN_RUNS = 5
+MAX_RUNS = 10_000
 
 
 class Span(str, Enum):
@@ -149,10 +154,10 @@ def measure(
     device: torch.device | str = "cpu",
     *,
     sets: int = 1,
-    warmup: int = 2,
+    warmup: int = WARMUP,
     min_time_s: float = 0.1,
-    min_runs: int = 5,
-    max_runs: int = 10_000,
+    min_runs: int = MIN_RUNS,
+    max_runs: int = MAX_RUNS,
     cold_cache: bool = False,
     span: Span = Span.DEVICE,
 ) -> Timing:
@@ -172,9 +177,7 @@ def measure(
     total = 0.0
     i = 0
     wall_end = time.perf_counter() + 4 * min_time_s if clock.launch_free else float("inf")
-    while ((total < min_time_s and time.perf_counter() < wall_end) or len(samples) < min_runs) and len(
-        samples
-    ) < max_runs:
+    while _wants_more(total, min_time_s, wall_end, len(samples), min_runs, max_runs):
         if flush is not None:
             flush.fill_(float(i))
             clock.sync()
@@ -184,6 +187,13 @@ def measure(
         total += dt
         i += 1
     return summarize(samples)
+
+
+def _wants_more(total: float, budget_s: float, wall_end: float, taken: int, min_runs: int, max_runs: int) -> bool:
+    """The sampling's stopping rule (measure's, and a Grain.LAUNCH round's): on while the samples
+    hold less than ``budget_s`` and the host's clock is short of ``wall_end``, or while there are
+    fewer than ``min_runs`` of them; never past ``max_runs``."""
+    return ((total < budget_s and time.perf_counter() < wall_end) or taken < min_runs) and taken < max_runs
 
 
 @dataclass(frozen=True)
@@ -262,20 +272,17 @@ def _by_launch(
     device: torch.device,
     kinds: Sequence[Span],
     min_time_s: float,
-    warmup: int = 2,
-    min_runs: int = 5,
-    max_runs: int = 10_000,
 ) -> dict[int, Timing]:
     """One round of Grain.LAUNCH: each run warmed (``measure``'s warm-up, and its clock's lead), then
-    one timed launch of each in ``order``, cycle after cycle, until every run has ``min_runs``
+    one timed launch of each in ``order``, cycle after cycle, until every run has MIN_RUNS
     samples and they hold ``min_time_s`` a run in all (RUN's budget for the round), or a run has
-    ``max_runs``; launch-free CUDA samples also stop at four times that budget of the host's wall
-    clock, as ``measure``'s do."""
+    MAX_RUNS (``measure``'s WARMUP, MIN_RUNS, MAX_RUNS and its _wants_more); launch-free CUDA
+    samples also stop at four times that budget of the host's wall clock, as ``measure``'s do."""
     if not order:
         return {}
     clocks = {i: _Clock(device, kinds[i]) for i in order}
     for i in order:
-        for _ in range(warmup):
+        for _ in range(WARMUP):
             runs[i](0)
         clocks[i].lead_for(lambda i=i: runs[i](0))
     taken: dict[int, list[float]] = {i: [] for i in order}
@@ -283,9 +290,7 @@ def _by_launch(
     launch_free = any(c.launch_free for c in clocks.values())
     wall_end = time.perf_counter() + 4 * budget if launch_free else float("inf")
     total = 0.0
-    while (total < budget and time.perf_counter() < wall_end) or len(taken[order[0]]) < min_runs:
-        if len(taken[order[0]]) >= max_runs:
-            break
+    while _wants_more(total, budget, wall_end, len(taken[order[0]]), MIN_RUNS, MAX_RUNS):
         for i in order:
             dt = clocks[i].time(lambda i=i: runs[i](0))
             taken[i].append(dt)

@@ -134,8 +134,9 @@ def copy_swing(rounds: Sequence[float]) -> float | None:
 def memory_row(backend: str, dtype: str, case: str, numel: int) -> bool:
     """Whether a row is one whose copy's swing reads the host's memory: a layout row (its working set
     out of cache at the report's 2^22 on these hosts) or a contiguous row the roofline goal reads.
-    A small row's copy runs in cache for microseconds a launch, and its rounds swing with the
-    timer's grain (1.5x at 2^10 on the Zen 4), not with the memory."""
+    A small row's copy runs in cache for microseconds a launch, and its rounds swing with the timer
+    and the scheduler, not with the memory: on the Zen 4 of results/performance.md, section 100,
+    the 2^10-2^16 rows' copies swung 1.02-1.13x by median, up to 1.86x, and 192x in one 2^16 row."""
     return case != "contiguous" or numel >= roofline_goal(backend, dtype)[0]
 
 

@@ -55,6 +55,8 @@ def _add_case_args(p: argparse.ArgumentParser) -> None:
 
 # bench's rounds, and the table's after `tune --bench` (whose --rounds are the finalists')
 BENCH_ROUNDS = 3
+# kernels.timing.Grain's values, written out so that the parser is built without importing torch
+GRAINS = ("run", "launch")
 # the rounds of the report's rows a goal reads a ratio from (bench --report --goal-rounds)
 GOAL_ROUNDS = 7
 
@@ -97,6 +99,15 @@ def _parser() -> argparse.ArgumentParser:
             "interleaved rounds the finalists, and a kept winner's confirmation, are timed in; more"
             " resolve a smaller win on a noisy host, at their cost in time (default 5, at least 3:"
             " the gate never keeps a winner in fewer)"
+        ),
+    )
+    tune.add_argument(
+        "--grain",
+        choices=GRAINS,
+        help=(
+            "how the finalists' rounds take their samples: run (each run's together) or launch (one"
+            " launch of each run in turn); default: launch on the CPU from 2^24 elements, where the"
+            " working sets are out of every cache, run below and on a GPU"
         ),
     )
     tune.add_argument(
@@ -216,6 +227,7 @@ def _positive(value: float | int | None, name: str) -> None:
 
 
 def _tune(args: argparse.Namespace) -> int:
+    from kernels.timing import Grain
     from tuner.study import ALPHA, TuneOptions, fewest_rounds, log, tune_case
 
     _positive(args.trials, "--trials")
@@ -242,6 +254,7 @@ def _tune(args: argparse.Namespace) -> int:
         study_name=args.study_name,
         min_time_s=args.min_time,
         resweep=args.resweep,
+        grain=None if args.grain is None else Grain(args.grain),
         # the two the tuner times its decision with, where given (TuneOptions holds the defaults)
         **{k: v for k, v in (("finalists", args.finalists), ("rounds", args.rounds)) if v is not None},
     )

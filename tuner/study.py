@@ -40,6 +40,7 @@ from kernels import dispatch, frozen, timing
 from kernels.executor import Executor
 from kernels.modes import Variant
 from kernels.tiling import Space, Tiling
+from tuner.bench import grain_for
 from tuner.goals import recorded_wait
 from tuner.problems import Case
 
@@ -121,6 +122,9 @@ class TuneOptions:
     rounds: int = 5
     trial_timeout_s: float = 10.0
     resweep: bool = False  # every earlier trial of the study is history (Sweep.first)
+    # how the finalists' rounds, and a confirmation's, take their samples; None: as bench --report's
+    # rows of the case's size (bench.grain_for: launch by launch on the CPU from 2^24 elements)
+    grain: timing.Grain | None = None
 
 
 @dataclass
@@ -583,9 +587,15 @@ def _finalists(
     vendor = bench.case.baseline()
     vendor_run = lambda _: vendor(bench.g, bench.x, bench.t)  # noqa: E731
     runs = [bench.runner(ex) for ex in executors] + [vendor_run]
+    # Launch by launch where the working set is out of every cache: at 2^24 the control's round
+    # ratios spread 1.10-1.43x (median by case) run by run on the Zen 5 and 1.07-1.12x launch by
+    # launch, and a 0.9x winner was kept in 4 of 6 tries against 6 of 6 (section 101).
+    grain = opts.grain or grain_for(opts.backend, bench.case.numel)
     load1 = [os.getloadavg()[0]]
     sched = timing.sched_times()
-    timed = timing.interleaved(runs, bench.out.device, rounds=opts.rounds, min_time_s=opts.min_time_s, seed=opts.seed)
+    timed = timing.interleaved(
+        runs, bench.out.device, rounds=opts.rounds, min_time_s=opts.min_time_s, seed=opts.seed, grain=grain
+    )
     summaries = [t.summary() for t in timed]
     medians = [t.median_s for t in timed]
     default_median = medians[0]
@@ -598,7 +608,7 @@ def _finalists(
         # and the control, in a shuffled order of their own
         again = [runs[baseline], runs[settled.winner], runs[n]]
         fresh = timing.interleaved(
-            again, bench.out.device, rounds=opts.rounds, min_time_s=opts.min_time_s, seed=opts.seed + 1
+            again, bench.out.device, rounds=opts.rounds, min_time_s=opts.min_time_s, seed=opts.seed + 1, grain=grain
         )
         settled, confirmation = confirm(settled, baseline, [list(t.medians) for t in fresh])
         fresh_baseline = list(fresh[0].medians)
@@ -623,6 +633,8 @@ def _finalists(
         # what the rounds timed: the default, the incumbent where the table had one, then the best
         # trials (TuneOptions.finalists), in that order
         "finalists": [c.to_dict() for c, _ in contenders],
+        # how their rounds took their samples (timing.Grain); decisions before it have none: "run"
+        "grain": grain.value,
         "best_candidate_gain": 1.0 - medians[winner] / default_median,
         "noise": settled.noise,
         # kept so that another gate can be replayed on the journal's decisions (performance.md,

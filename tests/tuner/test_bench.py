@@ -157,6 +157,10 @@ def test_rows_a_goal_reads_take_the_goal_rounds(monkeypatch: pytest.MonkeyPatch)
     # out of cache at the real goal_numel); the rest, and every row of a GPU, run by run.
     assert [r.grain for r in rows] == ["run", "launch", "run", "run"]
     assert bench.roofline_grain("cuda") is timing.Grain.RUN
+    # the tuner's finalists take the same rule (study._finalists): by size, from goals.LARGE_NUMEL
+    launch, run = timing.Grain.LAUNCH, timing.Grain.RUN
+    assert [bench.grain_for("cpu", n) for n in (2**22, 2**24, 2**26)] == [run, launch, launch]
+    assert bench.grain_for("cuda", 2**26) is run and bench.grain_for("cpu", 2**12, goal_numel=2**12) is launch
 
 
 def test_layout_rows_are_timed_at_each_size_asked_in_its_order() -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kernels import backends, frozen
+from kernels import backends, frozen, timing
 from kernels.backends import cpu_loops
 from tuner import study as st
-from tuner.cli import main
+from tuner.cli import GRAINS, main
 from tuner.problems import build_cases
 
 QUICK = ["--op", "mse", "--shape", "2^10", "--reduction", "mean", "--backend", "cpu"]
@@ -57,9 +57,10 @@ def test_tune_times_its_finalists_in_the_rounds_and_number_it_is_given(
     storage: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["tune", *QUICK, "--storage", storage, "--trials", "6", "--min-time", "0.002", "--json"]
-    assert main([*argv, "--finalists", "1", "--rounds", "3"]) == 0
+    assert main([*argv, "--finalists", "1", "--rounds", "3", "--grain", "launch"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     held = row["baseline"] == "incumbent"  # the shipped table's entry for the case, where it has one
+    assert row["grain"] == "launch"  # as asked; unset, a case below 2^24 elements is timed run by run
     # the default, the incumbent if any, and the one best trial, timed in 3 rounds
     assert len(row["finalists"]) == 2 + held and row["best_candidate"] in row["finalists"]
     assert len(row["round_ratios"]) == 3 and len(row["control_ratios"]) == 3
@@ -68,6 +69,7 @@ def test_tune_times_its_finalists_in_the_rounds_and_number_it_is_given(
     (row,) = json.loads(capsys.readouterr().out)
     assert len(row["finalists"]) == 1 + held + st.TuneOptions.finalists
     assert len(row["round_ratios"]) == st.TuneOptions.rounds
+    assert row["grain"] == "run"
 
 
 def test_a_transposed_study_tunes_streaming_and_freezes_an_entry_of_its_own_layout(
@@ -139,6 +141,13 @@ def test_bad_arguments_exit_2_with_a_clear_error(
         argv = [*argv, "--storage", storage]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_tune_refuses_a_grain_it_does_not_know(capsys: pytest.CaptureFixture[str], storage: str) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["tune", *QUICK, "--storage", storage, "--grain", "cycle"])
+    assert done.value.code == 2
+    assert "argument --grain: invalid choice: 'cycle' (choose from 'run', 'launch')" in capsys.readouterr().err
 
 
 def test_freeze_with_nothing_to_freeze_writes_nothing(
@@ -298,6 +307,8 @@ def test_help_lists_every_subcommand_in_plain_words(capsys: pytest.CaptureFixtur
     assert f"table's entry (default {st.TuneOptions.finalists})" in text
     assert f"(default: the whole grid, or {st.SAMPLED_TRIALS})" in text
     assert f"(default {st.TuneOptions.rounds}, at least {st.fewest_rounds()}:" in text
+    # --grain's choices, written out in the parser (no torch import to build it), are timing.Grain's
+    assert GRAINS == tuple(g.value for g in timing.Grain) and "{run,launch}" in text
 
 
 def test_plumbing_with_a_mocked_load_average_tune_warns_of_a_busy_host_on_a_line_of_its_own(

@@ -304,15 +304,17 @@ def _frozen_as(final: dict[str, object]) -> str:
     return label + (" (unconfirmed)" if final.get("confirmed") is False else "")
 
 
-def _control_spread(ratios: object) -> str:
+def _control_spread(final: dict[str, object]) -> str:
     """A decision's control (its baseline's config timed again) over the baseline: the spread of
-    its round ratios, the floor the gate read the winner against; "-" for a decision taken before
-    the gate had one."""
+    its round ratios, the floor the gate read the winner against, and "(launch)" where its rounds
+    were timed launch by launch (a spread read so is narrower at the same noise: performance.md,
+    section 101); "-" for a decision taken before the gate had one."""
     from tuner.goals import spread
 
+    ratios = final.get("control_ratios")
     if not isinstance(ratios, list) or not ratios:
         return "-"
-    return spread(ratios, ".2f")
+    return spread(ratios, ".2f") + (" (launch)" if final.get("grain") == "launch" else "")
 
 
 def _summary(rows: list[dict[str, object]]) -> str:
@@ -343,7 +345,7 @@ def _summary(rows: list[dict[str, object]]) -> str:
                 config,
                 f"{1 / (1 - float(r.get('best_candidate_gain', 0.0))):.2f}",
                 f"{float(r.get('noise', 0.0)):.1%}",
-                _control_spread(r.get("control_ratios")),
+                _control_spread(r),
                 "-" if r.get("chance") is None else f"{float(r['chance']):.3f}",  # type: ignore[arg-type]
                 _frozen_as(r) + (" (busy host)" if busy_host(r) else ""),
                 f"{float(r.get('speedup_vs_vendor', 0.0)):.2f}",

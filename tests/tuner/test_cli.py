@@ -378,3 +378,11 @@ def test_summary_names_a_winner_its_fresh_rounds_did_not_confirm() -> None:
         "incumbent (unconfirmed)",
         "tuned",
     ]
+    # the control's spread, and the grain of its rounds where they were timed launch by launch
+    control_at = lines[0].index("control")
+    by_launch = _summary([{**stood, "grain": "launch"}, {**stood, "grain": "run"}]).splitlines()
+    assert [line[control_at:].split("  ")[0] for line in lines[1:2] + by_launch[1:]] == [
+        "0.97-1.06",
+        "0.97-1.06 (launch)",
+        "0.97-1.06",
+    ]

@@ -13,6 +13,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+# the parser's --grain choices and help (torch is loaded with tuner.problems already)
+from kernels.timing import Grain
+from tuner.goals import LARGE_NUMEL, pow2
 from tuner.problems import ALL_OPS, SUITES, Case, build_cases, suite
 
 
@@ -55,8 +58,6 @@ def _add_case_args(p: argparse.ArgumentParser) -> None:
 
 # bench's rounds, and the table's after `tune --bench` (whose --rounds are the finalists')
 BENCH_ROUNDS = 3
-# kernels.timing.Grain's values, written out so that the parser is built without importing torch
-GRAINS = ("run", "launch")
 # the rounds of the report's rows a goal reads a ratio from (bench --report --goal-rounds)
 GOAL_ROUNDS = 7
 
@@ -103,11 +104,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     tune.add_argument(
         "--grain",
-        choices=GRAINS,
+        choices=[g.value for g in Grain],
         help=(
             "how the finalists' rounds take their samples: run (each run's together) or launch (one"
-            " launch of each run in turn); default: launch on the CPU from 2^24 elements, where the"
-            " working sets are out of every cache, run below and on a GPU"
+            f" launch of each run in turn); default: launch on the CPU from {pow2(LARGE_NUMEL)} elements,"
+            " where the working sets are out of every cache, run below and on a GPU"
         ),
     )
     tune.add_argument(
@@ -227,7 +228,6 @@ def _positive(value: float | int | None, name: str) -> None:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from kernels.timing import Grain
     from tuner.study import ALPHA, TuneOptions, fewest_rounds, log, tune_case
 
     _positive(args.trials, "--trials")
@@ -453,11 +453,9 @@ def _report(args: argparse.Namespace) -> int:
     import subprocess
     import time
 
-    from kernels.timing import Grain
     from tuner import machine
     from tuner.bench import REPORT_LAYOUT_SIZE, REPORT_SIZES, as_dicts, format_report, report_rows, roofline_grain
     from tuner.freeze import git_commit, write_atomic
-    from tuner.goals import LARGE_NUMEL, pow2
     from tuner.problems import InputLayout
 
     _positive(args.min_time, "--min-time")

@@ -813,9 +813,13 @@ _WALK_KNOB_CPUS = (*_SPLIT_512, "znver5", "rocketlake")
 
 def _on_knob_cpu(switch: str) -> bool:
     """Whether a walk offered on the CPUs of _WALK_KNOB_CPUS is offered here: the environment
-    variable ``switch`` 1 offers it on any host, 0 on none, unset leaves it to the CPU."""
+    variable ``switch`` 1 offers it on any host, 0 on none, unset leaves it to the CPU and its tier.
+    The knobs were measured with AVX-512 alone, so one of those CPUs whose AVX-512 a hypervisor
+    hides (a Zen 4 VM with AVX2 only) keeps the AVX2 tier's spaces, those its table was tuned on."""
     forced = _forced(switch)
-    return target_cpu() in _WALK_KNOB_CPUS if forced is None else forced
+    if forced is not None:
+        return forced
+    return target_cpu() in _WALK_KNOB_CPUS and target_features().get("avx512f", False)
 
 
 def _transpose_rows() -> tuple[int, ...]:
@@ -1238,6 +1242,12 @@ def _make_fused_transpose(form: FusedForm, row_bytes: int, stream: bool, paired:
         # Paired rows are the row walk's alone (_paired_walks), and 16-bit: float32's build let
         # LLVM commute a multiply and keep the other operand's NaN where two meet (test_fused_walk).
         if paired and (not by_rows or width == 4):
+            return None
+        # Each row passes through an empty asm that asks for a register of its width (twice the row
+        # where paired): one the host lacks (a paired half row, a whole line, without AVX-512) stops
+        # LLVM itself and kills the process ("couldn't allocate output register for constraint
+        # 'v'"), so such a build finds no implementation instead.
+        if (2 * row_bytes if paired else row_bytes) > (LINE if target_features().get("avx512f", False) else LINE // 2):
             return None
 
         def codegen(context, builder, signature, args):

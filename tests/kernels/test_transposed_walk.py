@@ -248,6 +248,7 @@ def test_half_rows_are_offered_only_on_whole_line_hosts_that_ask(monkeypatch: py
     is offered the walk knobs, Zen 4 and Zen 5 (or the switch says so); never where the host's rows
     are already half lines; a bad switch is refused naming it."""
     monkeypatch.setattr(cpu_loops, "TRANSPOSE_BYTES", cpu_loops.LINE)
+    monkeypatch.setattr(cpu_loops, "target_features", lambda: {"avx512f": True})
     for switch, cpu_name, want in (
         (None, "znver4", (0, 32)),
         (None, "znver5", (0, 32)),
@@ -317,24 +318,29 @@ def test_the_inputs_first_order_is_offered_only_for_a_target_only_formula_with_a
 def test_a_knob_cpu_walk_is_offered_where_asked_and_a_bad_switch_is_refused(
     monkeypatch: pytest.MonkeyPatch, offered: Callable[[], bool], switch: str
 ) -> None:
-    """Tiling.transpose_in and Tiling.defer_out: offered on Zen 4 and Zen 5 alone unless their switch
-    says."""
-    for value, cpu_name, want in (
-        (None, "znver4", True),
-        (None, "znver5", True),
-        (None, "rocketlake", True),
-        (None, "sapphirerapids", False),
-        (None, "znver3", False),
-        ("1", "x", True),
+    """Tiling.transpose_in and Tiling.defer_out: offered on the knob CPUs (Zen 4, Zen 5, the Xeon's
+    rocketlake) with AVX-512 alone unless their switch says: a Zen 4 whose AVX-512 is hidden (a VM
+    with AVX2 only) keeps the AVX2 tier's spaces, and so its table's entries."""
+    for value, cpu_name, avx512, want in (
+        (None, "znver4", True, True),
+        (None, "znver5", True, True),
+        (None, "rocketlake", True, True),
+        (None, "sapphirerapids", True, False),
+        (None, "znver3", False, False),
+        (None, "znver4", False, False),
+        ("1", "znver4", False, True),
+        ("1", "x", False, True),
     ):
         monkeypatch.setattr(cpu_loops, "target_cpu", lambda name=cpu_name: name)
+        monkeypatch.setattr(cpu_loops, "target_features", lambda on=avx512: {"avx2": True, "avx512f": on})
         if value is None:
             monkeypatch.delenv(switch, raising=False)
         else:
             monkeypatch.setenv(switch, value)
-        assert offered() is want, (value, cpu_name)
+        assert offered() is want, (value, cpu_name, avx512)
     monkeypatch.setenv(switch, "0")
     monkeypatch.setattr(cpu_loops, "target_cpu", lambda: "znver4")
+    monkeypatch.setattr(cpu_loops, "target_features", lambda: {"avx512f": True})
     assert offered() is False
     for bad in ("on", "yes"):
         monkeypatch.setenv(switch, bad)

@@ -173,6 +173,24 @@ def coarse_offered() -> bool:
     return cpu_loops.target_cpu() in _COARSE_CPUS if forced is None else forced
 
 
+# CPUs where a bfloat16 output of the contiguous loops takes a formula's checked twin, apart, with
+# the raw flag (and so, with a 0-d gradient, normal_run's store without the subnormal fix-up),
+# though vscalefps is one instruction there and the other outputs keep the formula's own loops: the
+# Xeon (LLVM's rocketlake), whose KL log_target bfloat16 0-d rows took 0.79-0.87x the time at 2^22
+# and 0.89-0.94x at 2^24 with the twin, while its float16 rows took 1.19-1.41x under the tier
+# table's tile-256 configs (results/performance.md, section 98). Where the twin is built for every
+# output (cpu_loops.CHECKED_SCALE) this adds nothing.
+_CHECKED_BF16_CPUS = ("rocketlake",)
+
+
+def checked_bf16_offered() -> bool:
+    """Whether this host's bfloat16 outputs of the contiguous loops take the checked twin with the
+    raw flag where its other outputs do not: on the CPUs of _CHECKED_BF16_CPUS (the CPU numba
+    compiles for); ``LOSSTUNE_CPU_CHECKED_BF16`` 1 says yes on any host, 0 no."""
+    forced = cpu_loops._forced("LOSSTUNE_CPU_CHECKED_BF16")
+    return cpu_loops.target_cpu() in _CHECKED_BF16_CPUS if forced is None else forced
+
+
 def _holds_a_row(loops: ModuleType) -> bool:
     """Whether one vector register holds a transpose row of ``loops`` (TRANSPOSE_BYTES): the fused
     walk passes each rounded row through an empty asm that asks for one, and a 64-byte row on a
@@ -198,6 +216,10 @@ def _line_aligned(out: torch.Tensor, row_stride: int) -> bool:
     return out.data_ptr() % line == 0 and (row_stride * out.element_size()) % line == 0
 
 
+# The names of a formula's sets of loops (CpuBackend.kernels), as built() lists them.
+_SET_NAMES = ("wide", "narrow", "sum", "half", "coarse", "checked_bf16")
+
+
 class CpuBackend:
     name = "cpu"
     device_type = "cpu"
@@ -207,10 +229,11 @@ class CpuBackend:
         """``loops``: the module the loops are built from; cpu_loops, or another revision of it that
         tuner.restamp compiles beside it (same interface, its own compiled functions)."""
         self._loops = loops
-        # by formula name: (value's, narrow_value's, sum_value's, half_value's, coarse_value's), one
-        # object where a formula has no other
+        # by formula name: (value's, narrow_value's, sum_value's, half_value's, coarse_value's,
+        # narrow_value's through its twin for bfloat16 outs), one object where a formula has no other
         self._kernels: dict[str, tuple[cpu_loops.CpuKernels, ...]] = {}
         self.coarse = coarse_offered()  # bfloat16 outputs' pick, read once (_loop_set)
+        self.checked_bf16 = checked_bf16_offered()  # the contiguous loops' bfloat16 outputs' (_loop_set)
         threads = cpu_loops.max_threads()
         self._facts = cpu_facts(platform.machine(), threads)
 
@@ -219,7 +242,7 @@ class CpuBackend:
         with its numba dispatcher: what a launch compiled is in their signatures (tuner.restamp)."""
         found = []
         for name, sets in self._kernels.items():
-            for i, (which, kernels) in enumerate(zip(("wide", "narrow", "sum", "half", "coarse"), sets, strict=True)):
+            for i, (which, kernels) in enumerate(zip(_SET_NAMES, sets, strict=True)):
                 if any(kernels is other for other in sets[:i]):  # a formula's stand-in: listed once
                     continue
                 for field in dataclasses.fields(kernels):
@@ -292,6 +315,7 @@ class CpuBackend:
         summed: bool = False,
         half: bool = False,
         coarse: bool = False,
+        checked_bf16: bool = False,
     ) -> cpu_loops.CpuKernels:
         """The loops of ``formula``; ``narrow``: those of its narrow_value where it has one (16-bit
         outputs of the elementwise walks); ``half`` (with ``narrow``): those of its half_value where
@@ -299,8 +323,11 @@ class CpuBackend:
         a float16 gradient); ``coarse`` (with ``narrow``): those of its coarse_value where it has
         one (a bfloat16 output, where the host takes it: _loop_set); ``summed``: those of its
         sum_value where it has one (the reduce walks), or with ``narrow`` those of its
-        narrow_value (a 16-bit output of a sum whose terms share one sign: _loop_set). All are
-        built on first use: numba compiles lazily."""
+        narrow_value (a 16-bit output of a sum whose terms share one sign: _loop_set);
+        ``checked_bf16`` (with ``narrow``, after ``coarse``): those of its narrow_value through its
+        narrow twin, apart, with the raw flag (a bfloat16 output of the contiguous loops, where the
+        host takes them: _loop_set), or the narrow ones where those are built with the twin
+        already. All are built on first use: numba compiles lazily."""
         sets = self._kernels.get(formula.name)
         if sets is None:
             loops = self._loops
@@ -342,11 +369,31 @@ class CpuBackend:
             # Formulas of an older op module (tuner.restamp) have no coarse value: the narrow loops.
             coarse_value = getattr(formula, "coarse_value", None)
             coarse_set = narrow_set if coarse_value is None else make(coarse_value, formula.coarse_checked_value)
-            sets = self._kernels[formula.name] = (wide, narrow_set, summed_set, half_set, coarse_set)
+            # Built whatever the host's pick (_loop_set reads it, as it reads the coarse one), and
+            # compiled at its first call only. Where every output takes the twin (checked) it is the
+            # narrow set; an older revision of the loops (tuner.restamp) takes no raw_flag: the same.
+            takes_raw = "raw_flag" in inspect.signature(loops.make_cpu_kernels).parameters
+            twin16, range16 = formula.narrow_checked_value, formula.checked_range
+            if not checked and takes_raw and twin16 is not None and range16 is not None:
+                checked_bf16_set = loops.make_cpu_kernels(
+                    formula.narrow_value,
+                    formula.compute_bound,
+                    twin16,
+                    apart=True,  # the twin runs in the loops apart only
+                    checked_range=range16,
+                    normal_low=formula.normal_low,
+                    raw_flag=True,
+                )
+            else:
+                checked_bf16_set = narrow_set
+            sets = (wide, narrow_set, summed_set, half_set, coarse_set, checked_bf16_set)
+            self._kernels[formula.name] = sets
         if summed:
             return sets[1] if narrow else sets[2]
         if narrow and coarse:
             return sets[4]
+        if narrow and checked_bf16:
+            return sets[5]
         return sets[3] if narrow and half else sets[narrow]
 
     def _loop_set(self, ex: Executor) -> tuple[cpu_loops.CpuKernels, int]:
@@ -372,7 +419,11 @@ class CpuBackend:
         # A bfloat16 output's one rounding into 8 bits: the coarse formula where the host takes it
         # (coarse_offered); a sum's terms keep the narrow one (kernels() ignores coarse for sums).
         coarse = self.coarse and ex.out.dtype is torch.bfloat16
-        loops = self.kernels(ex.formula, narrow, summed=summed, half=half, coarse=coarse)
+        # Its contiguous loops through the twin where the host takes them for bfloat16 alone
+        # (checked_bf16_offered): the walks keep the narrow loops their tables' entries were tuned on.
+        contiguous = ex.config.variant is Variant.FLAT or ex.config.variant is Variant.SCALAR_GRAD
+        checked_bf16 = self.checked_bf16 and contiguous and ex.out.dtype is torch.bfloat16
+        loops = self.kernels(ex.formula, narrow, summed=summed, half=half, coarse=coarse, checked_bf16=checked_bf16)
         return loops, int(ex.config.cores > 1)
 
     def launcher(self, ex: Executor) -> Launcher | None:

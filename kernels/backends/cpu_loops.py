@@ -1768,6 +1768,7 @@ def make_cpu_kernels(
     apart: bool | None = None,
     checked_range: Callable[[float], tuple[float, float]] | None = None,
     normal_low: Callable[[float, float], float] | None = None,
+    raw_flag: bool | None = None,
 ) -> CpuKernels:
     """Build the loops around ``value_py(g, x, t, cof)``; numba compiles each lazily per dtype set.
     ``compute_bound`` (Formula.compute_bound): every loop prefers 512-bit vectors. ``checked_py``
@@ -1781,7 +1782,9 @@ def make_cpu_kernels(
     patterns against it. ``normal_low`` (Formula.normal_low): for a cof and a one-value gradient,
     the least t from which the twin's values are zero or normal; with it, the raw flag pass and
     the walks' raw flag runs of a 0-d gradient store a bfloat16 out of a 16-bit target with no
-    per-element flag (normal_run)."""
+    per-element flag (normal_run). ``raw_flag``: whether those raw flags are built (with
+    ``checked_range``); None: where the host is one of RAW_FLAG's (a backend that takes the twin
+    for one dtype's outputs alone, where RAW_FLAG is off, asks for them: cpu.checked_bf16_offered)."""
     value = njit(inline="always")(value_py)
     vectors = _wide_vectors if compute_bound else _default_vectors
 
@@ -1857,7 +1860,7 @@ def make_cpu_kernels(
     # (AVX512-BF16's): a closure constant, so elsewhere numba prunes the branch and the loops'
     # IR is what it was before _store_or_flag (tuner.restamp keeps those hosts' entries).
     unfixed = HAS_BF16
-    raw_flags = RAW_FLAG and checked is not None and checked_range is not None
+    raw_flags = (RAW_FLAG if raw_flag is None else raw_flag) and checked is not None and checked_range is not None
     range_of = None if checked_range is None else njit(inline="always")(checked_range)
     # A bfloat16 out flagged per element (_store_or_flag) took 2.13 ns per 16 elements in L1 where
     # the same loop without that flag took 1.59 (section 68's C), and with a one-value gradient

@@ -549,13 +549,19 @@ def test_the_backend_takes_the_twins_where_ldexp_is_three_powers_or_the_cpu_is_l
     assert kl_div.FORMULA.checked_value is None and kl_div.FORMULA.narrow_checked_value is None
     given: list[tuple[Callable[..., float], object]] = []
     ranges: dict[Callable[..., float], object] = {}
+    raw_asked: list[tuple[Callable[..., float], object, object, object, object, object]] = []
 
     class Spy:  # the loops module, with make_cpu_kernels recording the twin each build is given
         def __getattr__(self, name: str) -> object:
             return getattr(cpu_loops, name)
 
         @staticmethod
-        def make_cpu_kernels(value, compute_bound, checked_py=None, apart=None, checked_range=None, normal_low=None):
+        def make_cpu_kernels(
+            value, compute_bound, checked_py=None, apart=None, checked_range=None, normal_low=None, raw_flag=None
+        ):
+            if raw_flag is not None:  # the bfloat16 outs' twin (cpu.checked_bf16_offered), apart
+                raw_asked.append((value, checked_py, apart, checked_range, normal_low, raw_flag))
+                return "raw loops of " + value.__name__
             given.append((value, checked_py))
             ranges[value] = (checked_range, normal_low)
             return "loops of " + value.__name__
@@ -565,6 +571,7 @@ def test_the_backend_takes_the_twins_where_ldexp_is_three_powers_or_the_cpu_is_l
         backend.kernels(LOG, narrow, summed=summed, half=half)
     backend.kernels(LOG, True, coarse=True)
     backend.kernels(LOG, summed=True)
+    backend.kernels(LOG, True, checked_bf16=True)
     twins = dict(given)
     on = cpu_loops.CHECKED_SCALE
     wide_inline = on and cpu_loops.HAS_SCALEF  # the Zen 5: float32 outs keep the formula's own loops
@@ -578,6 +585,12 @@ def test_the_backend_takes_the_twins_where_ldexp_is_three_powers_or_the_cpu_is_l
     for value, twin in twins.items():
         raw = twin is not None and cpu_loops.RAW_FLAG
         assert ranges[value] == ((LOG.checked_range, LOG.normal_low) if raw else (None, None))
+    # The bfloat16 outs' set asks for the narrow twin apart with the raw flag, built once whatever
+    # the host's pick (which _loop_set reads), where the twin is not built for every output already.
+    want = [(LOG.narrow_value, LOG.narrow_checked_value, True, LOG.checked_range, LOG.normal_low, True)]
+    assert raw_asked == ([] if on else want)
+    name = LOG.narrow_value.__name__
+    assert backend.kernels(LOG, True, checked_bf16=True) == ("loops of " if on else "raw loops of ") + name
 
 
 def test_tiles_apart_only_for_compute_bound_formulas_plumbing() -> None:

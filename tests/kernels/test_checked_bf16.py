@@ -1,0 +1,166 @@
+"""The CPU backend's pick of KL log_target's checked twin for bfloat16 outputs of the contiguous
+loops alone (backends.cpu.checked_bf16_offered: the Xeon, LLVM's rocketlake), where vscalefps is
+one instruction and the other outputs keep the formula's own loops. These take the pick on any
+host, and leave it off, by the backend's attribute: every bit the same either way (the loops
+themselves are held to the formula's bits in test_checked_scale), the pick reaching the loops it
+names and no others (float16 outputs, the walks, the sums keep theirs), and the host's default
+following the CPU numba compiles for.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+
+import kernels
+from kernels import aclnn, dispatch
+from kernels.backends import cpu, cpu_loops
+from kernels.ops import kl_div
+from tests.helpers import run_fresh
+
+LOG = kl_div.FORMULA_LOG
+
+
+@pytest.fixture
+def checked_bf16(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[bool], None]]:
+    """Sets the CPU backend's pick (CpuBackend.checked_bf16), with no plan cached from before (each
+    plan holds the loops it was made with)."""
+
+    def take(on: bool) -> None:
+        monkeypatch.setattr(cpu.BACKEND, "checked_bf16", on)
+        dispatch.clear_plans()
+
+    yield take
+    dispatch.clear_plans()
+
+
+def _every_bfloat16() -> torch.Tensor:
+    """All 65536 bfloat16 bit patterns (NaN, inf and subnormals among them), twice over and a short
+    tail, so that a tile-1024 loop has two blocks' shares that end mid-tile."""
+    every = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    return torch.cat([every, every.flip(0), every[:777]])
+
+
+def _grads(n: int) -> list[torch.Tensor]:
+    """0-d gradients from the subnormal to the top binade (a 0-d gradient's normal_low is not
+    negative at every size: 2^-110 makes some outputs subnormal, 2^-130 is one), zero, and a full
+    gradient over many binades with 0, inf and NaN in it."""
+    scalars = [torch.tensor(v, dtype=torch.bfloat16) for v in (1.0, -2.5, 2.0**100, -(2.0**-110), 2.0**-130, 0.0)]
+    gen = torch.Generator().manual_seed(5)
+    full = torch.exp2(torch.randint(-120, 120, (n,), generator=gen).double()) * torch.randn(n, generator=gen).double()
+    full[:4] = torch.tensor([0.0, math.inf, math.nan, -0.0], dtype=torch.float64)
+    return [*scalars, full.to(torch.bfloat16)]
+
+
+def _bits(v: torch.Tensor) -> torch.Tensor:
+    return v.view(torch.int16)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"tile": 1024, "cores": 1},
+        {"tile": 1024, "cores": 2, "stream": True},
+        {"tile": 4096, "cores": 2, "prefetch": 1},
+    ],
+    ids=["serial", "parallel-streamed", "parallel-prefetched"],
+)
+def test_every_bfloat16_target_gives_the_same_bits_with_the_pick_on_and_off(
+    checked_bf16: Callable[[bool], None], reduction: str, config: dict[str, object]
+) -> None:
+    """Every bfloat16 target against each gradient, the flat loop (full gradients) and the
+    scalar_grad loop (0-d ones), through the library: with the pick on, the loops apart through
+    the twin (one power of two; the raw flag of the target's patterns a tile; normal_run's store
+    for a 0-d gradient); off, the narrow formula inline. Every bit the same."""
+    t = _every_bfloat16()
+    for g in _grads(t.numel()):
+        variant = "scalar_grad" if g.dim() == 0 else "flat"
+        cfg = {"variant": variant, **config}
+        outs = []
+        for on in (False, True):
+            checked_bf16(on)
+            outs.append(kernels.kl_div_backward(g, t, t, reduction, True, backend="cpu", config=cfg))
+        off, on_ = outs
+        assert torch.equal(_bits(off), _bits(on_)), f"g {tuple(g.shape)}: {(_bits(off) != _bits(on_)).sum()} differ"
+    # The twin's loops ran: the pick's set is its own, and its loops were compiled by these calls.
+    picked = cpu.BACKEND.kernels(LOG, True, checked_bf16=True)
+    if cpu_loops.CHECKED_SCALE:  # every output takes the twin here already: the narrow set
+        assert picked is cpu.BACKEND.kernels(LOG, True)
+        return
+    assert picked is not cpu.BACKEND.kernels(LOG, True)
+    assert picked.scalar_grad[config["cores"] > 1].signatures and picked.flat[config["cores"] > 1].signatures
+
+
+def _picked(g: torch.Tensor, t: torch.Tensor, config: dict[str, object] | None) -> cpu_loops.CpuKernels:
+    """The loops the backend picks for ``g``, ``t`` and a contiguous out (a transposed t: the
+    transposed walk), or for a broadcast sum of t's rows (``config`` "summed")."""
+    x = torch.zeros(1, t.shape[-1], dtype=t.dtype) if config == "summed" else t
+    cfg = None if config == "summed" else config
+    out = torch.empty(x.shape, dtype=x.dtype)
+    ex = aclnn.kl_div_backward_get_workspace_size(g, x, t, 1, True, out, backend="cpu", config=cfg)[1]
+    return cpu.BACKEND._loop_set(ex)[0]
+
+
+def test_the_pick_reaches_bfloat16_outs_of_the_contiguous_loops_alone_plumbing(
+    checked_bf16: Callable[[bool], None],
+) -> None:
+    """Which loops the backend hands out with the pick on (plumbing; the test above checks the
+    bits): the twin's for a bfloat16 out of the flat and scalar_grad loops; the narrow ones for a
+    float16 out, for the transposed walk and the table variant (whose entries were tuned on them),
+    and the sums' own for a broadcast sum; KL without log_target has no twin, so no set of its own."""
+    checked_bf16(True)
+    backend = cpu.BACKEND
+    twin, narrow = backend.kernels(LOG, True, checked_bf16=True), backend.kernels(LOG, True)
+    assert (twin is narrow) is cpu_loops.CHECKED_SCALE
+    bf, half = torch.zeros(4096, dtype=torch.bfloat16), torch.zeros(4096, dtype=torch.float16)
+    g0 = torch.tensor(0.5, dtype=torch.bfloat16)
+    assert _picked(g0, bf, {"variant": "scalar_grad", "tile": 1024, "cores": 1}) is twin
+    assert _picked(torch.ones_like(bf), bf, {"variant": "flat", "tile": 1024, "cores": 2}) is twin
+    halves = backend.kernels(LOG, True, half=True)  # a float16 out of a float16 gradient's
+    assert _picked(g0.half(), half, {"variant": "scalar_grad", "tile": 1024, "cores": 1}) is halves
+    assert halves is not twin or cpu_loops.CHECKED_SCALE
+    transposed = torch.zeros(64, 64, dtype=torch.bfloat16).t()
+    assert _picked(g0, transposed, None) is narrow
+    assert _picked(torch.ones(64, 64, dtype=torch.bfloat16), transposed, None) is narrow
+    if cpu_loops.HAS_GATHER:  # the table variant's walk, where the host has it
+        table = {"variant": "table", "tile": 1024, "cores": 1}
+        assert _picked(g0, torch.zeros(cpu.TABLE_MIN_NUMEL, dtype=torch.bfloat16), table) is narrow
+    assert _picked(g0, torch.zeros(64, 64, dtype=torch.bfloat16), "summed") is narrow  # a one-value sum's terms
+    plain = backend.kernels(kl_div.FORMULA, True)
+    assert backend.kernels(kl_div.FORMULA, True, checked_bf16=True) is plain
+
+
+_PICK = "from kernels.backends import cpu; print(cpu.BACKEND.checked_bf16)"
+_UNSET = ("LOSSTUNE_CPU_CHECKED_BF16", "NUMBA_CPU_FEATURES")
+
+
+@pytest.mark.parametrize(
+    ("cpu_name", "switch", "expected"),
+    [
+        ("rocketlake", None, "True"),
+        ("sapphirerapids", None, "False"),
+        ("znver4", None, "False"),
+        ("znver5", None, "False"),
+        ("znver4", "1", "True"),
+        ("rocketlake", "0", "False"),
+    ],
+)
+def test_the_pick_follows_the_cpu_compiled_for_and_its_switch(cpu_name: str, switch: str | None, expected: str) -> None:
+    """Unset, the backend takes the twin for bfloat16 outs on the CPUs of cpu._CHECKED_BF16_CPUS
+    (the Xeon, LLVM's rocketlake) and nowhere else, read from numba's CPU (NUMBA_CPU_NAME), as
+    every feature gate reads it; LOSSTUNE_CPU_CHECKED_BF16 says yes or no on any host."""
+    env = {"NUMBA_CPU_NAME": cpu_name} | ({} if switch is None else {"LOSSTUNE_CPU_CHECKED_BF16": switch})
+    assert run_fresh(_PICK, env, _UNSET) == expected
+
+
+def test_the_switch_refuses_anything_but_0_or_1_by_name() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in _UNSET} | {"LOSSTUNE_CPU_CHECKED_BF16": "on"}
+    run = subprocess.run([sys.executable, "-c", _PICK], env=env, capture_output=True, text=True, check=False)
+    assert run.returncode != 0 and "LOSSTUNE_CPU_CHECKED_BF16: expected 0 or 1, got 'on'" in run.stderr

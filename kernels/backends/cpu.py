@@ -196,7 +196,8 @@ def _holds_a_row(loops: ModuleType) -> bool:
     walk passes each rounded row through an empty asm that asks for one, and a 64-byte row on a
     host without AVX-512 (LOSSTUNE_CPU_TRANSPOSE_BYTES=64 on AVX2) stops LLVM itself, killing the
     process ("couldn't allocate output register for constraint 'v'")."""
-    return loops.TRANSPOSE_BYTES <= loops.LINE // 2 or loops.target_features().get("avx512f", False)
+    # The register is the compile's, whatever revision of the loops (tuner.restamp) builds the walk.
+    return loops.TRANSPOSE_BYTES <= cpu_loops.vector_bytes()
 
 
 def _fused_key(key: object) -> str:

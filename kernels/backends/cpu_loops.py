@@ -769,6 +769,14 @@ def _nontemporal(builder: ir.IRBuilder, store: ir.Instruction) -> None:
     store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(_I32, 1)]))
 
 
+def vector_bytes() -> int:
+    """The bytes of the widest vector register the CPU numba compiles for has: a whole line (a zmm)
+    with AVX-512F, half a line (a ymm) without. A build that asks for a register wider than this
+    stops LLVM itself (the fused walk's pinned rows: "couldn't allocate output register for
+    constraint 'v'"), so each such build checks against it first."""
+    return LINE if target_features().get("avx512f", False) else LINE // 2
+
+
 def _transpose_bytes() -> int:
     """The bytes of one register-transpose row: a whole line (one zmm) with AVX-512, half a line
     (one ymm) without. A line-wide transpose on AVX2 is split by LLVM into ymm halves, 2 x 16 of
@@ -779,7 +787,7 @@ def _transpose_bytes() -> int:
     everywhere."""
     forced = os.environ.get("LOSSTUNE_CPU_TRANSPOSE_BYTES")
     if forced is None:
-        return LINE if target_features().get("avx512f", False) else LINE // 2
+        return vector_bytes()
     if forced not in (str(LINE), str(LINE // 2)):
         raise ValueError(f"LOSSTUNE_CPU_TRANSPOSE_BYTES: expected {LINE} or {LINE // 2}, got {forced!r}")
     return int(forced)
@@ -1247,7 +1255,7 @@ def _make_fused_transpose(form: FusedForm, row_bytes: int, stream: bool, paired:
         # where paired): one the host lacks (a paired half row, a whole line, without AVX-512) stops
         # LLVM itself and kills the process ("couldn't allocate output register for constraint
         # 'v'"), so such a build finds no implementation instead.
-        if (2 * row_bytes if paired else row_bytes) > (LINE if target_features().get("avx512f", False) else LINE // 2):
+        if (2 * row_bytes if paired else row_bytes) > vector_bytes():
             return None
 
         def codegen(context, builder, signature, args):

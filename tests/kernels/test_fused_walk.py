@@ -468,14 +468,14 @@ def test_paired_half_rows_are_offered_where_asked_and_a_bad_switch_is_refused(mo
         cpu_loops._paired()
 
 
-def test_the_fused_walk_needs_a_register_that_holds_a_transpose_row() -> None:
+def test_the_fused_walk_needs_a_register_that_holds_a_transpose_row(monkeypatch: pytest.MonkeyPatch) -> None:
     """_holds_a_row: half-line rows anywhere, whole-line (512-bit) rows with AVX-512 only (the
-    walk's barrier asks for one register a row; LLVM aborts the process where none holds it)."""
+    walk's barrier asks for one register a row; LLVM aborts the process where none holds it), the
+    register being the compile's (cpu_loops.vector_bytes) whatever revision of the loops builds."""
     for row_bytes, avx512f, want in ((32, False, True), (64, False, False), (64, True, True), (32, True, True)):
-        loops = SimpleNamespace(
-            TRANSPOSE_BYTES=row_bytes, LINE=cpu_loops.LINE, target_features=lambda f=avx512f: {"avx512f": f}
-        )
-        assert cpu._holds_a_row(loops) is want, (row_bytes, avx512f)
+        monkeypatch.setattr(cpu_loops, "target_features", lambda f=avx512f: {"avx512f": f})
+        assert cpu_loops.vector_bytes() == (cpu_loops.LINE if avx512f else cpu_loops.LINE // 2)
+        assert cpu._holds_a_row(SimpleNamespace(TRANSPOSE_BYTES=row_bytes)) is want, (row_bytes, avx512f)
 
 
 def test_the_fused_walk_is_offered_where_asked_and_a_bad_switch_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

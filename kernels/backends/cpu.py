@@ -174,19 +174,22 @@ def coarse_offered() -> bool:
 
 
 # CPUs where a bfloat16 output of the contiguous loops takes a formula's checked twin, apart, with
-# the raw flag (and so, with a 0-d gradient, normal_run's store without the subnormal fix-up),
-# though vscalefps is one instruction there and the other outputs keep the formula's own loops: the
-# Xeon (LLVM's rocketlake), whose KL log_target bfloat16 0-d rows took 0.79-0.87x the time at 2^22
-# and 0.89-0.94x at 2^24 with the twin, while its float16 rows took 1.19-1.41x under the tier
-# table's tile-256 configs (results/performance.md, section 98). Where the twin is built for every
-# output (cpu_loops.CHECKED_SCALE) this adds nothing.
+# the raw flag (and so, with a 0-d gradient and AVX512-BF16, normal_run's store without the
+# subnormal fix-up), though vscalefps is one instruction there and the other outputs keep the
+# formula's own loops: the Xeon (LLVM's rocketlake), whose KL log_target bfloat16 0-d rows took
+# 0.79-0.87x the time at 2^22 and 0.89-0.94x at 2^24 with the twin, while its float16 rows took
+# 1.19-1.41x under the tier table's tile-256 configs (results/performance.md, section 98; the pick
+# alone, section 103: 0.81-0.94x on the 0-d rows). Where the twin is built for every output
+# (cpu_loops.CHECKED_SCALE) this adds nothing.
 _CHECKED_BF16_CPUS = ("rocketlake",)
 
 
 def checked_bf16_offered() -> bool:
     """Whether this host's bfloat16 outputs of the contiguous loops take the checked twin with the
     raw flag where its other outputs do not: on the CPUs of _CHECKED_BF16_CPUS (the CPU numba
-    compiles for); ``LOSSTUNE_CPU_CHECKED_BF16`` 1 says yes on any host, 0 no."""
+    compiles for); ``LOSSTUNE_CPU_CHECKED_BF16`` 1 says yes on any host, 0 no. Those loops are
+    built apart and with the raw flag whatever ``LOSSTUNE_CPU_APART`` and ``LOSSTUNE_CPU_RAW_FLAG``
+    say (the twin runs only apart): this switch is the one that takes them off."""
     forced = cpu_loops._forced("LOSSTUNE_CPU_CHECKED_BF16")
     return cpu_loops.target_cpu() in _CHECKED_BF16_CPUS if forced is None else forced
 
@@ -207,6 +210,15 @@ def _fused_key(key: object) -> str:
         form, scalar_g, row = key
         return f"{form.value},{'scalar' if scalar_g else 'full'},{row}"
     return str(key)
+
+
+def _launched_variant(ex: Executor) -> Variant:
+    """The variant ``ex`` runs: its config's, but a table config of a float32 target runs the
+    scalar_grad loop the table is built by (a float32 target has no table)."""
+    variant = ex.config.variant
+    if variant is Variant.TABLE and ex.target.element_size() != 2:
+        return Variant.SCALAR_GRAD
+    return variant
 
 
 def _line_aligned(out: torch.Tensor, row_stride: int) -> bool:
@@ -410,9 +422,11 @@ class CpuBackend:
         # then the rounding's half; bfloat16 0.53). It holds where the formula's terms cannot take
         # two signs for one gradient, as exp(t)'s cannot (Formula.log_target; a plain target's -t
         # can), and inherits the formula's own limits (|g| >= 2^-123, float32 subnormal terms
-        # exact to 2^-150 only). The choice reads the formula, the dtypes and the gradient's size,
-        # never the config: a problem's bits stay the same on every config. (tuner.restamp builds
-        # an older revision's loops through this pick too; no table holds a reduce entry.)
+        # exact to 2^-150 only). The choice of formula reads the formula, the dtypes and the
+        # gradient's size, never the config: a problem's bits stay the same on every config. (The
+        # config decides only whether a bfloat16 out takes the checked twin, below, whose bits are
+        # the formula's. tuner.restamp builds an older revision's loops through this pick too; no
+        # table holds a reduce entry.)
         summed = ex.config.variant is Variant.REDUCE
         one_sign = ex.formula.log_target and ex.grad.numel() == 1
         narrow = ex.out.dtype is not torch.float32 and (not summed or one_sign)
@@ -422,7 +436,8 @@ class CpuBackend:
         coarse = self.coarse and ex.out.dtype is torch.bfloat16
         # Its contiguous loops through the twin where the host takes them for bfloat16 alone
         # (checked_bf16_offered): the walks keep the narrow loops their tables' entries were tuned on.
-        contiguous = ex.config.variant is Variant.FLAT or ex.config.variant is Variant.SCALAR_GRAD
+        launched = _launched_variant(ex)
+        contiguous = launched is Variant.FLAT or launched is Variant.SCALAR_GRAD
         checked_bf16 = self.checked_bf16 and contiguous and ex.out.dtype is torch.bfloat16
         loops = self.kernels(ex.formula, narrow, summed=summed, half=half, coarse=coarse, checked_bf16=checked_bf16)
         return loops, int(ex.config.cores > 1)
@@ -437,9 +452,7 @@ class CpuBackend:
         if ex.empty:
             return _nothing
         cfg = ex.config
-        variant = cfg.variant
-        if variant is Variant.TABLE and ex.target.element_size() != 2:
-            variant = Variant.SCALAR_GRAD  # a float32 target has no table: the loop the table is built by
+        variant = _launched_variant(ex)
         if variant is not Variant.FLAT and variant is not Variant.SCALAR_GRAD:
             return None
         kernels, pick = self._loop_set(ex)

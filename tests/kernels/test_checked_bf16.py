@@ -89,19 +89,42 @@ def test_every_bfloat16_target_gives_the_same_bits_with_the_pick_on_and_off(
             outs.append(kernels.kl_div_backward(g, t, t, reduction, True, backend="cpu", config=cfg))
         off, on_ = outs
         assert torch.equal(_bits(off), _bits(on_)), f"g {tuple(g.shape)}: {(_bits(off) != _bits(on_)).sum()} differ"
-    # The twin's loops ran: the pick's set is its own, and its loops were compiled by these calls.
-    picked = cpu.BACKEND.kernels(LOG, True, checked_bf16=True)
-    if cpu_loops.CHECKED_SCALE:  # every output takes the twin here already: the narrow set
-        assert picked is cpu.BACKEND.kernels(LOG, True)
-        return
-    assert picked is not cpu.BACKEND.kernels(LOG, True)
-    assert picked.scalar_grad[config["cores"] > 1].signatures and picked.flat[config["cores"] > 1].signatures
+    # (That the pick reaches these loops, and that on a host where every output takes the twin
+    # already the two are one set, the plumbing test below checks.)
 
 
-def _picked(g: torch.Tensor, t: torch.Tensor, config: dict[str, object] | None) -> cpu_loops.CpuKernels:
-    """The loops the backend picks for ``g``, ``t`` and a contiguous out (a transposed t: the
-    transposed walk), or for a broadcast sum of t's rows (``config`` "summed")."""
-    x = torch.zeros(1, t.shape[-1], dtype=t.dtype) if config == "summed" else t
+@pytest.mark.parametrize(
+    ("target_dtype", "grad_dtype"),
+    [(torch.float32, torch.bfloat16), (torch.float16, torch.bfloat16), (torch.bfloat16, torch.float32)],
+    ids=["float32-target", "float16-target", "float32-grad"],
+)
+def test_mixed_dtypes_with_a_bfloat16_out_give_the_same_bits_with_the_pick_on_and_off(
+    checked_bf16: Callable[[bool], None], target_dtype: torch.dtype, grad_dtype: torch.dtype
+) -> None:
+    """A bfloat16 out (input's dtype) of a float32 or float16 target (whose raw flag reads its own
+    patterns, or none: a float32 target keeps the per-element flag) or of a float32 gradient:
+    every bfloat16 target value, in the target's dtype, through both contiguous loops, 1 and 2
+    cores: every bit the same with the pick on and off."""
+    t = _every_bfloat16().to(target_dtype)
+    x = torch.zeros(t.shape, dtype=torch.bfloat16)
+    for g in [v.to(grad_dtype) for v in _grads(t.numel())]:
+        for cores in (1, 2):
+            cfg = {"variant": "scalar_grad" if g.dim() == 0 else "flat", "tile": 1024, "cores": cores}
+            outs = []
+            for on in (False, True):
+                checked_bf16(on)
+                outs.append(kernels.kl_div_backward(g, x, t, "mean", True, backend="cpu", config=cfg))
+            assert outs[0].dtype is torch.bfloat16
+            assert torch.equal(_bits(outs[0]), _bits(outs[1])), f"g {tuple(g.shape)} {g.dtype}, {cores} cores"
+
+
+def _picked(
+    g: torch.Tensor, t: torch.Tensor, config: dict[str, object] | str | None, x: torch.Tensor | None = None
+) -> cpu_loops.CpuKernels:
+    """The loops the backend picks for ``g``, ``t`` (and ``x``, else t) and a contiguous out (a
+    transposed t: the transposed walk), or for a broadcast sum of t's rows (``config`` "summed")."""
+    if x is None:
+        x = torch.zeros(1, t.shape[-1], dtype=t.dtype) if config == "summed" else t
     cfg = None if config == "summed" else config
     out = torch.empty(x.shape, dtype=x.dtype)
     ex = aclnn.kl_div_backward_get_workspace_size(g, x, t, 1, True, out, backend="cpu", config=cfg)[1]
@@ -114,7 +137,8 @@ def test_the_pick_reaches_bfloat16_outs_of_the_contiguous_loops_alone_plumbing(
     """Which loops the backend hands out with the pick on (plumbing; the test above checks the
     bits): the twin's for a bfloat16 out of the flat and scalar_grad loops; the narrow ones for a
     float16 out, for the transposed walk and the table variant (whose entries were tuned on them),
-    and the sums' own for a broadcast sum; KL without log_target has no twin, so no set of its own."""
+    and for a broadcast sum of a one-value gradient (whose terms take the narrow formula); KL
+    without log_target has no twin, so no set of its own."""
     checked_bf16(True)
     backend = cpu.BACKEND
     twin, narrow = backend.kernels(LOG, True, checked_bf16=True), backend.kernels(LOG, True)
@@ -132,9 +156,30 @@ def test_the_pick_reaches_bfloat16_outs_of_the_contiguous_loops_alone_plumbing(
     if cpu_loops.HAS_GATHER:  # the table variant's walk, where the host has it
         table = {"variant": "table", "tile": 1024, "cores": 1}
         assert _picked(g0, torch.zeros(cpu.TABLE_MIN_NUMEL, dtype=torch.bfloat16), table) is narrow
+        # ... but a float32 target has no table: its config runs the scalar_grad loop, the twin's.
+        wide_t = torch.zeros(cpu.TABLE_MIN_NUMEL)
+        assert _picked(g0, wide_t, table, x=torch.zeros(cpu.TABLE_MIN_NUMEL, dtype=torch.bfloat16)) is twin
     assert _picked(g0, torch.zeros(64, 64, dtype=torch.bfloat16), "summed") is narrow  # a one-value sum's terms
     plain = backend.kernels(kl_div.FORMULA, True)
     assert backend.kernels(kl_div.FORMULA, True, checked_bf16=True) is plain
+
+
+def test_loops_of_an_older_revision_without_raw_flag_keep_the_narrow_set_plumbing() -> None:
+    """tuner.restamp builds an older revision's loops through this backend: one whose
+    make_cpu_kernels takes no raw_flag has no twin set to give, so the pick gives its narrow loops
+    (plumbing: a stand-in module whose builds are named, not compiled)."""
+
+    class Older:  # the loops module before raw_flag, its builds recorded by name
+        def __getattr__(self, name: str) -> object:
+            return getattr(cpu_loops, name)
+
+        @staticmethod
+        def make_cpu_kernels(value, compute_bound, checked_py=None, apart=None, checked_range=None, normal_low=None):
+            return ("loops of", value.__name__, checked_py is not None)
+
+    backend = cpu.CpuBackend(Older())  # type: ignore[arg-type]
+    backend.checked_bf16 = True
+    assert backend.kernels(LOG, True, checked_bf16=True) is backend.kernels(LOG, True)
 
 
 _PICK = "from kernels.backends import cpu; print(cpu.BACKEND.checked_bf16)"

@@ -161,8 +161,11 @@ def table_variant(formula: Formula, geometry: Geometry, dtype: torch.dtype) -> b
 # CPUs where a bfloat16 output of an elementwise walk takes a formula's coarse_value (KL
 # log_target's degree-2 exp), measured there: the Zen 5, whose bfloat16 0-d loop is bound by its
 # arithmetic and took 0.89x the time with one fma fewer an element (results/performance.md,
-# section 90). Elsewhere the loops, and the tables' entries tuned on them, stay the narrow ones.
-_COARSE_CPUS = ("znver5",)
+# section 90); the Xeon (LLVM's rocketlake), whose walks took 0.93-0.95x the time at 2^22 and
+# whose contiguous 0-d loops, through the coarse twin (_CHECKED_BF16_CPUS), 0.88-0.94x at
+# 2^20-2^24 (section 104). Elsewhere the loops, and the tables' entries tuned on them, stay the
+# narrow ones.
+_COARSE_CPUS = ("znver5", "rocketlake")
 
 
 def coarse_offered() -> bool:
@@ -179,7 +182,8 @@ def coarse_offered() -> bool:
 # formula's own loops: the Xeon (LLVM's rocketlake), whose KL log_target bfloat16 0-d rows took
 # 0.79-0.87x the time at 2^22 and 0.89-0.94x at 2^24 with the twin, while its float16 rows took
 # 1.19-1.41x under the tier table's tile-256 configs (results/performance.md, section 98; the pick
-# alone, section 103: 0.81-0.94x on the 0-d rows). Where the twin is built for every output
+# alone, section 103: 0.81-0.94x on the 0-d rows). Where the host takes the coarse formula too
+# (coarse_offered), the twin is the coarse one's. Where the twin is built for every output
 # (cpu_loops.CHECKED_SCALE) this adds nothing.
 _CHECKED_BF16_CPUS = ("rocketlake",)
 
@@ -187,7 +191,8 @@ _CHECKED_BF16_CPUS = ("rocketlake",)
 def checked_bf16_offered() -> bool:
     """Whether this host's bfloat16 outputs of the contiguous loops take the checked twin with the
     raw flag where its other outputs do not: on the CPUs of _CHECKED_BF16_CPUS (the CPU numba
-    compiles for); ``LOSSTUNE_CPU_CHECKED_BF16`` 1 says yes on any host, 0 no. Those loops are
+    compiles for); ``LOSSTUNE_CPU_CHECKED_BF16`` 1 says yes on any host, 0 no. With the coarse
+    pick (coarse_offered) they are the coarse formula's, through its twin. Those loops are
     built apart and with the raw flag whatever ``LOSSTUNE_CPU_APART`` and ``LOSSTUNE_CPU_RAW_FLAG``
     say (the twin runs only apart): this switch is the one that takes them off."""
     forced = cpu_loops._forced("LOSSTUNE_CPU_CHECKED_BF16")
@@ -230,7 +235,7 @@ def _line_aligned(out: torch.Tensor, row_stride: int) -> bool:
 
 
 # The names of a formula's sets of loops (CpuBackend.kernels), as built() lists them.
-_SET_NAMES = ("wide", "narrow", "sum", "half", "coarse", "checked_bf16")
+_SET_NAMES = ("wide", "narrow", "sum", "half", "coarse", "checked_bf16", "checked_coarse")
 
 
 class CpuBackend:
@@ -243,7 +248,8 @@ class CpuBackend:
         tuner.restamp compiles beside it (same interface, its own compiled functions)."""
         self._loops = loops
         # by formula name: (value's, narrow_value's, sum_value's, half_value's, coarse_value's,
-        # narrow_value's through its twin for bfloat16 outs), one object where a formula has no other
+        # narrow_value's and coarse_value's through their twins for bfloat16 outs), one object where
+        # a formula has no other
         self._kernels: dict[str, tuple[cpu_loops.CpuKernels, ...]] = {}
         self.coarse = coarse_offered()  # bfloat16 outputs' pick, read once (_loop_set)
         self.checked_bf16 = checked_bf16_offered()  # the contiguous loops' bfloat16 outputs' (_loop_set)
@@ -337,10 +343,12 @@ class CpuBackend:
         one (a bfloat16 output, where the host takes it: _loop_set); ``summed``: those of its
         sum_value where it has one (the reduce walks), or with ``narrow`` those of its
         narrow_value (a 16-bit output of a sum whose terms share one sign: _loop_set);
-        ``checked_bf16`` (with ``narrow``, after ``coarse``): those of its narrow_value through its
-        narrow twin, apart, with the raw flag (a bfloat16 output of the contiguous loops, where the
-        host takes them: _loop_set), or the narrow ones where those are built with the twin
-        already. All are built on first use: numba compiles lazily."""
+        ``checked_bf16`` (with ``narrow``): those of its narrow_value through its narrow twin,
+        apart, with the raw flag (a bfloat16 output of the contiguous loops, where the host takes
+        them: _loop_set), or the narrow ones where those are built with the twin already; with
+        ``coarse`` too, those of its coarse_value through its coarse twin alike, or the coarse ones
+        where those are built with the twin already. All are built on first use: numba compiles
+        lazily."""
         sets = self._kernels.get(formula.name)
         if sets is None:
             loops = self._loops
@@ -382,29 +390,40 @@ class CpuBackend:
             # Formulas of an older op module (tuner.restamp) have no coarse value: the narrow loops.
             coarse_value = getattr(formula, "coarse_value", None)
             coarse_set = narrow_set if coarse_value is None else make(coarse_value, formula.coarse_checked_value)
-            # Built whatever the host's pick (_loop_set reads it, as it reads the coarse one), and
-            # compiled at its first call only. Where every output takes the twin (checked) it is the
-            # narrow set; an older revision of the loops (tuner.restamp) takes no raw_flag: the same.
+            # The checked_bf16 pick's: built whatever the host's pick (_loop_set reads it, as it
+            # reads the coarse one), and compiled at its first call only. Where every output takes
+            # the twin (checked) they are the narrow and the coarse sets; an older revision of the
+            # loops (tuner.restamp) takes no raw_flag: the same.
             takes_raw = "raw_flag" in inspect.signature(loops.make_cpu_kernels).parameters
-            twin16, range16 = formula.narrow_checked_value, formula.checked_range
-            if not checked and takes_raw and twin16 is not None and range16 is not None:
-                checked_bf16_set = loops.make_cpu_kernels(
-                    formula.narrow_value,
+            raw = not checked and takes_raw and formula.checked_range is not None
+
+            def raw_twin(value: Callable[..., float], twin: Callable[..., tuple[float, bool]]) -> cpu_loops.CpuKernels:
+                return loops.make_cpu_kernels(
+                    value,
                     formula.compute_bound,
-                    twin16,
+                    twin,
                     apart=True,  # the twin runs in the loops apart only
-                    checked_range=range16,
+                    checked_range=formula.checked_range,
                     normal_low=formula.normal_low,
                     raw_flag=True,
                 )
+
+            twin16 = formula.narrow_checked_value
+            checked_bf16_set = raw_twin(formula.narrow_value, twin16) if raw and twin16 is not None else narrow_set
+            # Without a coarse formula the coarse pick adds nothing: the narrow twin's.
+            coarse_twin = getattr(formula, "coarse_checked_value", None)
+            if coarse_value is None:
+                checked_coarse_set = checked_bf16_set
+            elif raw and coarse_twin is not None:
+                checked_coarse_set = raw_twin(coarse_value, coarse_twin)
             else:
-                checked_bf16_set = narrow_set
-            sets = (wide, narrow_set, summed_set, half_set, coarse_set, checked_bf16_set)
+                checked_coarse_set = coarse_set
+            sets = (wide, narrow_set, summed_set, half_set, coarse_set, checked_bf16_set, checked_coarse_set)
             self._kernels[formula.name] = sets
         if summed:
             return sets[1] if narrow else sets[2]
         if narrow and coarse:
-            return sets[4]
+            return sets[6] if checked_bf16 else sets[4]
         if narrow and checked_bf16:
             return sets[5]
         return sets[3] if narrow and half else sets[narrow]
@@ -434,8 +453,9 @@ class CpuBackend:
         # A bfloat16 output's one rounding into 8 bits: the coarse formula where the host takes it
         # (coarse_offered); a sum's terms keep the narrow one (kernels() ignores coarse for sums).
         coarse = self.coarse and ex.out.dtype is torch.bfloat16
-        # Its contiguous loops through the twin where the host takes them for bfloat16 alone
-        # (checked_bf16_offered): the walks keep the narrow loops their tables' entries were tuned on.
+        # Its contiguous loops through the twin (the coarse one, with the coarse formula) where the
+        # host takes them for bfloat16 alone (checked_bf16_offered): the walks keep the loops their
+        # tables' entries were tuned on.
         launched = _launched_variant(ex)
         contiguous = launched is Variant.FLAT or launched is Variant.SCALAR_GRAD
         checked_bf16 = self.checked_bf16 and contiguous and ex.out.dtype is torch.bfloat16

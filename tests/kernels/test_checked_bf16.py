@@ -1,10 +1,11 @@
 """The CPU backend's pick of KL log_target's checked twin for bfloat16 outputs of the contiguous
 loops alone (backends.cpu.checked_bf16_offered: the Xeon, LLVM's rocketlake), where vscalefps is
-one instruction and the other outputs keep the formula's own loops. These take the pick on any
-host, and leave it off, by the backend's attribute: every bit the same either way (the loops
-themselves are held to the formula's bits in test_checked_scale), the pick reaching the loops it
-names and no others (float16 outputs, the walks, the sums keep theirs), and the host's default
-following the CPU numba compiles for.
+one instruction and the other outputs keep the formula's own loops; with the coarse pick too
+(backends.cpu.coarse_offered: the Xeon takes both), the coarse formula's twin. These take the picks
+on any host, and leave them off, by the backend's attributes: every bit the same with the twin and
+without (the loops themselves are held to the formula's bits in test_checked_scale), the pick
+reaching the loops it names and no others (float16 outputs, the walks, the sums keep theirs), and
+the host's default following the CPU numba compiles for.
 """
 
 from __future__ import annotations
@@ -24,13 +25,19 @@ from tests.helpers import run_fresh
 LOG = kl_div.FORMULA_LOG
 
 
-@pytest.fixture
-def checked_bf16(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[bool], None]]:
-    """Sets the CPU backend's pick (CpuBackend.checked_bf16), with no plan cached from before (each
-    plan holds the loops it was made with)."""
+# Whether the backend takes the coarse formula for bfloat16 outs beside the pick (CpuBackend.coarse):
+# both ways, on any host.
+COARSE = pytest.mark.parametrize("coarse", [False, True], ids=["narrow", "coarse"])
 
-    def take(on: bool) -> None:
+
+@pytest.fixture
+def checked_bf16(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
+    """Sets the CPU backend's pick (CpuBackend.checked_bf16) and its coarse one (CpuBackend.coarse),
+    with no plan cached from before (each plan holds the loops it was made with)."""
+
+    def take(on: bool, coarse: bool) -> None:
         monkeypatch.setattr(cpu.BACKEND, "checked_bf16", on)
+        monkeypatch.setattr(cpu.BACKEND, "coarse", coarse)
         dispatch.clear_plans()
 
     yield take
@@ -59,6 +66,7 @@ def _bits(v: torch.Tensor) -> torch.Tensor:
     return v.view(torch.int16)
 
 
+@COARSE
 @pytest.mark.parametrize("reduction", ["sum", "mean"])
 @pytest.mark.parametrize(
     "config",
@@ -70,19 +78,19 @@ def _bits(v: torch.Tensor) -> torch.Tensor:
     ids=["serial", "parallel-streamed", "parallel-prefetched"],
 )
 def test_every_bfloat16_target_gives_the_same_bits_with_the_pick_on_and_off(
-    checked_bf16: Callable[[bool], None], reduction: str, config: dict[str, object]
+    checked_bf16: Callable[..., None], coarse: bool, reduction: str, config: dict[str, object]
 ) -> None:
     """Every bfloat16 target against each gradient, the flat loop (full gradients) and the
     scalar_grad loop (0-d ones), through the library: with the pick on, the loops apart through
     the twin (one power of two; the raw flag of the target's patterns a tile; normal_run's store
-    for a 0-d gradient); off, the narrow formula inline. Every bit the same."""
+    for a 0-d gradient); off, the narrow (or coarse) formula inline. Every bit the same."""
     t = _every_bfloat16()
     for g in _grads(t.numel()):
         variant = "scalar_grad" if g.dim() == 0 else "flat"
         cfg = {"variant": variant, **config}
         outs = []
         for on in (False, True):
-            checked_bf16(on)
+            checked_bf16(on, coarse)
             outs.append(kernels.kl_div_backward(g, t, t, reduction, True, backend="cpu", config=cfg))
         off, on_ = outs
         assert torch.equal(_bits(off), _bits(on_)), f"g {tuple(g.shape)}: {(_bits(off) != _bits(on_)).sum()} differ"
@@ -96,12 +104,13 @@ def test_every_bfloat16_target_gives_the_same_bits_with_the_pick_on_and_off(
     ids=["float32-target", "float16-target", "float32-grad"],
 )
 def test_mixed_dtypes_with_a_bfloat16_out_give_the_same_bits_with_the_pick_on_and_off(
-    checked_bf16: Callable[[bool], None], target_dtype: torch.dtype, grad_dtype: torch.dtype
+    checked_bf16: Callable[..., None], target_dtype: torch.dtype, grad_dtype: torch.dtype
 ) -> None:
     """A bfloat16 out (input's dtype) of a float32 or float16 target (whose raw flag reads its own
     patterns, or none: a float32 target keeps the per-element flag) or of a float32 gradient:
     every bfloat16 target value, in the target's dtype, through both contiguous loops, 1 and 2
-    cores: every bit the same with the pick on and off."""
+    cores: every bit the same with the pick on and off (the narrow formula: the dtypes' plumbing is
+    the coarse one's too)."""
     t = _every_bfloat16().to(target_dtype)
     x = torch.zeros(t.shape, dtype=torch.bfloat16)
     for g in [v.to(grad_dtype) for v in _grads(t.numel())]:
@@ -109,7 +118,7 @@ def test_mixed_dtypes_with_a_bfloat16_out_give_the_same_bits_with_the_pick_on_an
             cfg = {"variant": "scalar_grad" if g.dim() == 0 else "flat", "tile": 1024, "cores": cores}
             outs = []
             for on in (False, True):
-                checked_bf16(on)
+                checked_bf16(on, False)
                 outs.append(kernels.kl_div_backward(g, x, t, "mean", True, backend="cpu", config=cfg))
             assert outs[0].dtype is torch.bfloat16
             assert torch.equal(_bits(outs[0]), _bits(outs[1])), f"g {tuple(g.shape)} {g.dtype}, {cores} cores"
@@ -128,18 +137,23 @@ def _picked(
     return cpu.BACKEND._loop_set(ex)[0]
 
 
+@COARSE
 def test_the_pick_reaches_bfloat16_outs_of_the_contiguous_loops_alone_plumbing(
-    checked_bf16: Callable[[bool], None],
+    checked_bf16: Callable[..., None], coarse: bool
 ) -> None:
     """Which loops the backend hands out with the pick on (plumbing; the test above checks the
-    bits): the twin's for a bfloat16 out of the flat and scalar_grad loops; the narrow ones for a
-    float16 out, for the transposed walk and the table variant (whose entries were tuned on them),
-    and for a broadcast sum of a one-value gradient (whose terms take the narrow formula); KL
-    without log_target has no twin, so no set of its own."""
-    checked_bf16(True)
+    bits): the twin's (the coarse one's with the coarse pick) for a bfloat16 out of the flat and
+    scalar_grad loops; the formula's own for a float16 out, for the transposed walk and the table
+    variant (whose entries were tuned on them: with the coarse pick, the coarse ones), and the
+    narrow ones for a broadcast sum of a one-value gradient (whose terms take the narrow formula
+    whatever the pick); KL without log_target has no twin, so no set of its own."""
+    checked_bf16(True, coarse)
     backend = cpu.BACKEND
-    twin, narrow = backend.kernels(LOG, True, checked_bf16=True), backend.kernels(LOG, True)
-    assert (twin is narrow) is cpu_loops.CHECKED_SCALE
+    twin = backend.kernels(LOG, True, coarse=coarse, checked_bf16=True)
+    own, narrow = backend.kernels(LOG, True, coarse=coarse), backend.kernels(LOG, True)
+    assert (twin is own) is cpu_loops.CHECKED_SCALE
+    # The coarse pick's twin is its own set, never the narrow formula's.
+    assert (twin is backend.kernels(LOG, True, checked_bf16=True)) is not coarse
     bf, half = torch.zeros(4096, dtype=torch.bfloat16), torch.zeros(4096, dtype=torch.float16)
     g0 = torch.tensor(0.5, dtype=torch.bfloat16)
     assert _picked(g0, bf, {"variant": "scalar_grad", "tile": 1024, "cores": 1}) is twin
@@ -148,22 +162,24 @@ def test_the_pick_reaches_bfloat16_outs_of_the_contiguous_loops_alone_plumbing(
     assert _picked(g0.half(), half, {"variant": "scalar_grad", "tile": 1024, "cores": 1}) is halves
     assert halves is not twin or cpu_loops.CHECKED_SCALE
     transposed = torch.zeros(64, 64, dtype=torch.bfloat16).t()
-    assert _picked(g0, transposed, None) is narrow
-    assert _picked(torch.ones(64, 64, dtype=torch.bfloat16), transposed, None) is narrow
+    assert _picked(g0, transposed, None) is own
+    assert _picked(torch.ones(64, 64, dtype=torch.bfloat16), transposed, None) is own
     if cpu_loops.HAS_GATHER:  # the table variant's walk, where the host has it
         table = {"variant": "table", "tile": 1024, "cores": 1}
-        assert _picked(g0, torch.zeros(cpu.TABLE_MIN_NUMEL, dtype=torch.bfloat16), table) is narrow
+        assert _picked(g0, torch.zeros(cpu.TABLE_MIN_NUMEL, dtype=torch.bfloat16), table) is own
         # ... but a float32 target has no table: its config runs the scalar_grad loop, the twin's.
         wide_t = torch.zeros(cpu.TABLE_MIN_NUMEL)
         assert _picked(g0, wide_t, table, x=torch.zeros(cpu.TABLE_MIN_NUMEL, dtype=torch.bfloat16)) is twin
     assert _picked(g0, torch.zeros(64, 64, dtype=torch.bfloat16), "summed") is narrow  # a one-value sum's terms
     plain = backend.kernels(kl_div.FORMULA, True)
     assert backend.kernels(kl_div.FORMULA, True, checked_bf16=True) is plain
+    assert backend.kernels(kl_div.FORMULA, True, coarse=True, checked_bf16=True) is plain
 
 
 def test_loops_of_an_older_revision_without_raw_flag_keep_the_narrow_set_plumbing() -> None:
     """tuner.restamp builds an older revision's loops through this backend: one whose
-    make_cpu_kernels takes no raw_flag has no twin set to give, so the pick gives its narrow loops
+    make_cpu_kernels takes no raw_flag has no twin set to give, so the pick gives its narrow loops (its
+    coarse ones with the coarse pick)
     (plumbing: a stand-in module whose builds are named, not compiled)."""
 
     class Older:  # the loops module before raw_flag, its builds recorded by name
@@ -177,6 +193,7 @@ def test_loops_of_an_older_revision_without_raw_flag_keep_the_narrow_set_plumbin
     backend = cpu.CpuBackend(Older())  # type: ignore[arg-type]
     backend.checked_bf16 = True
     assert backend.kernels(LOG, True, checked_bf16=True) is backend.kernels(LOG, True)
+    assert backend.kernels(LOG, True, coarse=True, checked_bf16=True) is backend.kernels(LOG, True, coarse=True)
 
 
 _PICK = "from kernels.backends import cpu; print(cpu.BACKEND.checked_bf16)"

@@ -419,7 +419,7 @@ def _use_builds(builds, build: str, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("wide", "narrow", "half", "coarse"):
         loops = builds[name]
         sets[name] = loops["plain"] if build == "plain" else loops.get(build, loops["apart"])
-    chosen = (sets["wide"], sets["narrow"], summed, sets["half"], sets["coarse"], sets["narrow"])
+    chosen = (sets["wide"], sets["narrow"], summed, sets["half"], sets["coarse"], sets["narrow"], sets["coarse"])
     monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, chosen)
 
 

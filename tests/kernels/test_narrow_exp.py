@@ -1,9 +1,9 @@
 """KL log_target's shorter formulas: the narrow one (Formula.narrow_value), the degree-3 exp the CPU
 backend runs for float16/bfloat16 outputs of elementwise walks; the coarse one (Formula.coarse_value),
 the degree-2 exp it runs for bfloat16 outputs where the host takes it (backends.cpu.coarse_offered:
-the Zen 5; these tests take it on any host, and leave it off, by the backend's switch); the sum one
-(Formula.sum_value), the degree-5 exp of a broadcast sum's terms; and the degree-7 one it keeps
-everywhere else.
+the Zen 5 and the Xeon; these tests take it on any host, and leave it off, by the backend's
+switch); the sum one (Formula.sum_value), the degree-5 exp of a broadcast sum's terms; and the
+degree-7 one it keeps everywhere else.
 
 The narrow exp is held to the 16-bit bar on every float16 and bfloat16 target there is (65536 bit
 patterns each, NaN and inf and subnormals included), through the library on the CPU backend, in
@@ -327,6 +327,8 @@ _COARSE_UNSET = ("LOSSTUNE_CPU_COARSE", "NUMBA_CPU_FEATURES")
     ("cpu_name", "switch", "expected"),
     [
         ("znver5", None, "True"),
+        ("rocketlake", None, "True"),
+        ("sapphirerapids", None, "False"),
         ("znver4", None, "False"),
         ("znver3", None, "False"),
         ("znver4", "1", "True"),
@@ -336,9 +338,9 @@ _COARSE_UNSET = ("LOSSTUNE_CPU_COARSE", "NUMBA_CPU_FEATURES")
 def test_the_coarse_pick_follows_the_cpu_compiled_for_and_its_switch(
     cpu_name: str, switch: str | None, expected: str
 ) -> None:
-    """Unset, the backend takes the coarse formula on the CPUs of cpu._COARSE_CPUS (the Zen 5) and
-    nowhere else, read from numba's CPU (NUMBA_CPU_NAME), as every feature gate reads it; the
-    switch says yes or no on any host."""
+    """Unset, the backend takes the coarse formula on the CPUs of cpu._COARSE_CPUS (the Zen 5 and
+    the Xeon, LLVM's rocketlake) and nowhere else, read from numba's CPU (NUMBA_CPU_NAME), as every
+    feature gate reads it; the switch says yes or no on any host."""
     env = {"NUMBA_CPU_NAME": cpu_name} | ({} if switch is None else {"LOSSTUNE_CPU_COARSE": switch})
     assert run_fresh(_COARSE_PICK, env, _COARSE_UNSET) == expected
 

@@ -586,12 +586,18 @@ def test_the_backend_takes_the_twins_where_ldexp_is_three_powers_or_the_cpu_is_l
     for value, twin in twins.items():
         raw = twin is not None and cpu_loops.RAW_FLAG
         assert ranges[value] == ((LOG.checked_range, LOG.normal_low) if raw else (None, None))
-    # The bfloat16 outs' set asks for the narrow twin apart with the raw flag, built once whatever
-    # the host's pick (which _loop_set reads), where the twin is not built for every output already.
-    want = [(LOG.narrow_value, LOG.narrow_checked_value, True, LOG.checked_range, LOG.normal_low, True)]
+    # The bfloat16 outs' sets ask for the narrow twin and the coarse twin apart with the raw flag,
+    # each built once whatever the host's picks (which _loop_set reads), where the twins are not
+    # built for every output already.
+    want = [
+        (LOG.narrow_value, LOG.narrow_checked_value, True, LOG.checked_range, LOG.normal_low, True),
+        (LOG.coarse_value, LOG.coarse_checked_value, True, LOG.checked_range, LOG.normal_low, True),
+    ]
     assert raw_asked == ([] if on else want)
-    name = LOG.narrow_value.__name__
-    assert backend.kernels(LOG, True, checked_bf16=True) == ("loops of " if on else "raw loops of ") + name
+    built = "loops of " if on else "raw loops of "
+    assert backend.kernels(LOG, True, checked_bf16=True) == built + LOG.narrow_value.__name__
+    assert backend.kernels(LOG, True, coarse=True, checked_bf16=True) == built + LOG.coarse_value.__name__
+    assert raw_asked == ([] if on else want), "built once, at the formula's first ask"
 
 
 def test_tiles_apart_only_for_compute_bound_formulas_plumbing() -> None:

@@ -183,14 +183,16 @@ def coarse_offered() -> bool:
 # 0.79-0.87x the time at 2^22 and 0.89-0.94x at 2^24 with the twin, while its float16 rows took
 # 1.19-1.41x under the tier table's tile-256 configs (results/performance.md, section 98; the pick
 # alone, section 103: 0.81-0.94x on the 0-d rows). Where the host takes the coarse formula too
-# (coarse_offered), the twin is the coarse one's. Where the twin is built for every output
-# (cpu_loops.CHECKED_SCALE) this adds nothing.
+# (coarse_offered), the twin is the coarse one's. Its walks with a 0-d gradient take it too
+# (section 105: the broadcast walk 0.82-0.88x from 2^18 up). Where the twin is built for every
+# output (cpu_loops.CHECKED_SCALE) this adds nothing.
 _CHECKED_BF16_CPUS = ("rocketlake",)
 
 
 def checked_bf16_offered() -> bool:
-    """Whether this host's bfloat16 outputs of the contiguous loops take the checked twin with the
-    raw flag where its other outputs do not: on the CPUs of _CHECKED_BF16_CPUS (the CPU numba
+    """Whether this host's bfloat16 outputs of the contiguous loops (and of the walks with a 0-d
+    gradient: CpuBackend.checked_walks) take the checked twin with the raw flag where its other
+    outputs do not: on the CPUs of _CHECKED_BF16_CPUS (the CPU numba
     compiles for); ``LOSSTUNE_CPU_CHECKED_BF16`` 1 says yes on any host, 0 no. With the coarse
     pick (coarse_offered) they are the coarse formula's, through its twin. Those loops are
     built apart and with the raw flag whatever ``LOSSTUNE_CPU_APART`` and ``LOSSTUNE_CPU_RAW_FLAG``
@@ -253,6 +255,9 @@ class CpuBackend:
         self._kernels: dict[str, tuple[cpu_loops.CpuKernels, ...]] = {}
         self.coarse = coarse_offered()  # bfloat16 outputs' pick, read once (_loop_set)
         self.checked_bf16 = checked_bf16_offered()  # the contiguous loops' bfloat16 outputs' (_loop_set)
+        # The walks' with a 0-d gradient, with it (_loop_set); apart so that an A/B can hold the
+        # contiguous loops' pick while it moves this one (results/performance.md, section 105).
+        self.checked_walks = self.checked_bf16
         threads = cpu_loops.max_threads()
         self._facts = cpu_facts(platform.machine(), threads)
 
@@ -454,11 +459,17 @@ class CpuBackend:
         # (coarse_offered); a sum's terms keep the narrow one (kernels() ignores coarse for sums).
         coarse = self.coarse and ex.out.dtype is torch.bfloat16
         # Its contiguous loops through the twin (the coarse one, with the coarse formula) where the
-        # host takes them for bfloat16 alone (checked_bf16_offered): the walks keep the loops their
-        # tables' entries were tuned on.
+        # host takes them for bfloat16 alone (checked_bf16_offered), and its strided and transposed
+        # walks with a 0-d gradient (checked_walks): their unit-stride runs of _APART_RUN and more
+        # go apart through the twin with the raw flag, and with normal_run's store. On the Xeon the
+        # broadcast 0-d walk of KL log_target bfloat16 took 0.82-0.88x the time from 2^18 to 2^24
+        # elements, the transposed walk's shipped order 0.77-0.92x, its deferred one (inline, no
+        # run apart) 1.00x (section 105). Walks with a full gradient keep their loops: the
+        # broadcast one took 1.01-1.10x through the twin. The table walk keeps its (unmeasured).
         launched = _launched_variant(ex)
         contiguous = launched is Variant.FLAT or launched is Variant.SCALAR_GRAD
-        checked_bf16 = self.checked_bf16 and contiguous and ex.out.dtype is torch.bfloat16
+        walk_0d = launched is Variant.STRIDED and ex.geometry.grad_kind is GradKind.SCALAR and self.checked_walks
+        checked_bf16 = self.checked_bf16 and (contiguous or walk_0d) and ex.out.dtype is torch.bfloat16
         loops = self.kernels(ex.formula, narrow, summed=summed, half=half, coarse=coarse, checked_bf16=checked_bf16)
         return loops, int(ex.config.cores > 1)
 

@@ -1,11 +1,12 @@
 """The CPU backend's pick of KL log_target's checked twin for bfloat16 outputs of the contiguous
-loops alone (backends.cpu.checked_bf16_offered: the Xeon, LLVM's rocketlake), where vscalefps is
-one instruction and the other outputs keep the formula's own loops; with the coarse pick too
-(backends.cpu.coarse_offered: the Xeon takes both), the coarse formula's twin. These take the picks
-on any host, and leave them off, by the backend's attributes: every bit the same with the twin and
-without (the loops themselves are held to the formula's bits in test_checked_scale), the pick
-reaching the loops it names and no others (float16 outputs, the walks, the sums keep theirs), and
-the host's default following the CPU numba compiles for.
+loops and of the walks with a 0-d gradient (backends.cpu.checked_bf16_offered: the Xeon, LLVM's
+rocketlake), where vscalefps is one instruction and the other outputs keep the formula's own loops;
+with the coarse pick too (backends.cpu.coarse_offered: the Xeon takes both), the coarse formula's
+twin. These take the picks on any host, and leave them off, by the backend's attributes: every bit
+the same with the twin and without (the loops themselves are held to the formula's bits in
+test_checked_scale), the pick reaching the loops it names and no others (float16 outputs, the walks
+with a full gradient, the table walk, the sums keep theirs), and the host's default following the
+CPU numba compiles for.
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ COARSE = pytest.mark.parametrize("coarse", [False, True], ids=["narrow", "coarse
 
 @pytest.fixture
 def checked_bf16(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
-    """Sets the CPU backend's pick (CpuBackend.checked_bf16) and its coarse one (CpuBackend.coarse),
-    with no plan cached from before (each plan holds the loops it was made with)."""
+    """Sets the CPU backend's pick (CpuBackend.checked_bf16), its 0-d walks' (CpuBackend.checked_walks:
+    ``walks``, else the pick's) and its coarse one (CpuBackend.coarse), with no plan cached from
+    before (each plan holds the loops it was made with)."""
 
-    def take(on: bool, coarse: bool) -> None:
+    def take(on: bool, coarse: bool, walks: bool | None = None) -> None:
         monkeypatch.setattr(cpu.BACKEND, "checked_bf16", on)
+        monkeypatch.setattr(cpu.BACKEND, "checked_walks", on if walks is None else walks)
         monkeypatch.setattr(cpu.BACKEND, "coarse", coarse)
         dispatch.clear_plans()
 
@@ -98,6 +101,38 @@ def test_every_bfloat16_target_gives_the_same_bits_with_the_pick_on_and_off(
     # already the two are one set, the plumbing test below checks.)
 
 
+@COARSE
+@pytest.mark.parametrize("layout", ["broadcast", "transposed", "transposed-deferred"])
+def test_every_bfloat16_target_through_the_walks_with_a_0d_gradient_gives_the_same_bits_with_the_pick_on_and_off(
+    checked_bf16: Callable[..., None], coarse: bool, layout: str
+) -> None:
+    """Every bfloat16 target in a broadcast row (8 rows of 65536, a stride-0 target: the strided
+    walk's runs of 65536 go apart) and in a transposed target (64 columns of 2048 a row, every
+    pattern twice: the transposed walk's tiles, each one run, go apart; its deferred order keeps the
+    formula inline) against each 0-d gradient, 1 and 2 cores: every bit the same with the walks'
+    pick on and off (the contiguous loops' pick on in both)."""
+    every = _every_bfloat16()
+    if layout == "broadcast":
+        t = every[: 2**16].expand(8, 2**16)
+        x = torch.zeros(t.shape, dtype=torch.bfloat16)
+    else:
+        t = x = every[: 2**17].view(64, 2**11).t()
+    knobs: dict[str, object] = {"variant": "strided", "tile": 4096}
+    if layout == "transposed-deferred":
+        if not cpu_loops.DEFERRED:
+            pytest.skip("this host's transposed walk has no deferred order (cpu_loops.DEFERRED)")
+        knobs["defer_out"] = True
+    for g in _grads(t.numel())[:-1]:  # the 0-d ones
+        for cores in (1, 2):
+            outs = []
+            for walks in (False, True):
+                checked_bf16(True, coarse, walks)
+                cfg = {**knobs, "cores": cores}
+                outs.append(kernels.kl_div_backward(g, x, t, "mean", True, backend="cpu", config=cfg))
+            off, on_ = (_bits(o) for o in outs)
+            assert torch.equal(off, on_), f"g {float(g)}, {cores} cores: {(off != on_).sum()} differ"
+
+
 @pytest.mark.parametrize(
     ("target_dtype", "grad_dtype"),
     [(torch.float32, torch.bfloat16), (torch.float16, torch.bfloat16), (torch.bfloat16, torch.float32)],
@@ -141,9 +176,10 @@ def _picked(
 def test_the_pick_reaches_bfloat16_outs_of_the_contiguous_loops_alone_plumbing(
     checked_bf16: Callable[..., None], coarse: bool
 ) -> None:
-    """Which loops the backend hands out with the pick on (plumbing; the test above checks the
+    """Which loops the backend hands out with the pick on (plumbing; the tests above check the
     bits): the twin's (the coarse one's with the coarse pick) for a bfloat16 out of the flat and
-    scalar_grad loops; the formula's own for a float16 out, for the transposed walk and the table
+    scalar_grad loops and of the walks with a 0-d gradient (with checked_walks; without it, their
+    own); the formula's own for a float16 out, for the walks with a full gradient and the table
     variant (whose entries were tuned on them: with the coarse pick, the coarse ones), and the
     narrow ones for a broadcast sum of a one-value gradient (whose terms take the narrow formula
     whatever the pick); KL without log_target has no twin, so no set of its own."""
@@ -162,8 +198,20 @@ def test_the_pick_reaches_bfloat16_outs_of_the_contiguous_loops_alone_plumbing(
     assert _picked(g0.half(), half, {"variant": "scalar_grad", "tile": 1024, "cores": 1}) is halves
     assert halves is not twin or cpu_loops.CHECKED_SCALE
     transposed = torch.zeros(64, 64, dtype=torch.bfloat16).t()
-    assert _picked(g0, transposed, None) is own
+    assert _picked(g0, transposed, None) is twin
     assert _picked(torch.ones(64, 64, dtype=torch.bfloat16), transposed, None) is own
+    broadcast = torch.zeros(64, dtype=torch.bfloat16).expand(8, 64)
+    walk = {"variant": "strided", "tile": 1024, "cores": 1}
+    assert _picked(g0, broadcast, walk, x=torch.zeros(8, 64, dtype=torch.bfloat16)) is twin
+    assert (
+        _picked(torch.ones(8, 64, dtype=torch.bfloat16), broadcast, walk, x=torch.zeros(8, 64, dtype=torch.bfloat16))
+        is own
+    )
+    checked_bf16(True, coarse, False)  # the walks' pick off: their own, the contiguous loops' kept
+    assert _picked(g0, transposed, None) is own
+    assert _picked(g0, broadcast, walk, x=torch.zeros(8, 64, dtype=torch.bfloat16)) is own
+    assert _picked(g0, bf, {"variant": "scalar_grad", "tile": 1024, "cores": 1}) is twin
+    checked_bf16(True, coarse)
     if cpu_loops.HAS_GATHER:  # the table variant's walk, where the host has it
         table = {"variant": "table", "tile": 1024, "cores": 1}
         assert _picked(g0, torch.zeros(cpu.TABLE_MIN_NUMEL, dtype=torch.bfloat16), table) is own
@@ -196,7 +244,7 @@ def test_loops_of_an_older_revision_without_raw_flag_keep_the_narrow_set_plumbin
     assert backend.kernels(LOG, True, coarse=True, checked_bf16=True) is backend.kernels(LOG, True, coarse=True)
 
 
-_PICK = "from kernels.backends import cpu; print(cpu.BACKEND.checked_bf16)"
+_PICK = "from kernels.backends import cpu; print(cpu.BACKEND.checked_bf16, cpu.BACKEND.checked_walks)"
 _UNSET = ("LOSSTUNE_CPU_CHECKED_BF16", "NUMBA_CPU_FEATURES")
 
 
@@ -214,9 +262,10 @@ _UNSET = ("LOSSTUNE_CPU_CHECKED_BF16", "NUMBA_CPU_FEATURES")
 def test_the_pick_follows_the_cpu_compiled_for_and_its_switch(cpu_name: str, switch: str | None, expected: str) -> None:
     """Unset, the backend takes the twin for bfloat16 outs on the CPUs of cpu._CHECKED_BF16_CPUS
     (the Xeon, LLVM's rocketlake) and nowhere else, read from numba's CPU (NUMBA_CPU_NAME), as
-    every feature gate reads it; LOSSTUNE_CPU_CHECKED_BF16 says yes or no on any host."""
+    every feature gate reads it; LOSSTUNE_CPU_CHECKED_BF16 says yes or no on any host. The 0-d
+    walks' pick (CpuBackend.checked_walks) follows it."""
     env = {"NUMBA_CPU_NAME": cpu_name} | ({} if switch is None else {"LOSSTUNE_CPU_CHECKED_BF16": switch})
-    assert run_fresh(_PICK, env, _UNSET) == expected
+    assert run_fresh(_PICK, env, _UNSET) == f"{expected} {expected}"
 
 
 def test_the_switch_refuses_anything_but_0_or_1_by_name(monkeypatch: pytest.MonkeyPatch) -> None:

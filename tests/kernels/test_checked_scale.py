@@ -321,7 +321,7 @@ def _through_the_walks(
     outs = []
     for build in ("plain", loops):
         narrow = builds[formula][build]
-        monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (narrow, narrow, summed, narrow, narrow, narrow))
+        monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (narrow, narrow, summed, narrow, narrow, narrow, narrow))
         outs.append([kernels.kl_div_backward(g, x, t, reduction, True, config=config) for t in targets])
     return list(zip(*outs, strict=True))
 
@@ -502,7 +502,7 @@ def test_reduce_walk_lanes_through_the_twin_store_the_formulas_bits(
     def outs(build: str) -> list[torch.Tensor]:
         narrow = builds["narrow"]["plain" if build == "plain" else "apart checked"]
         summed = sum_builds[build]
-        chosen = (builds["wide"]["plain"], narrow, summed, narrow, narrow, narrow)
+        chosen = (builds["wide"]["plain"], narrow, summed, narrow, narrow, narrow, narrow)
         monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, chosen)
         config = Tiling(tile=256, cores=min(2, cpu_loops.max_threads()), variant=Variant.REDUCE)
         return [kernels.kl_div_backward(g, x, t, red, True, config=config) for g, red in grads]
@@ -528,7 +528,7 @@ def test_a_transposed_tile_of_one_strided_row_stays_inline(builds, monkeypatch: 
     outs = []
     for build in ("plain", "apart checked"):
         wide = builds["wide"][build]
-        monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (wide, wide, summed, wide, wide, wide))
+        monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (wide, wide, summed, wide, wide, wide, wide))
         outs.append(
             [
                 kernels.kl_div_backward(a, x, b, "none", True, config=config)

@@ -463,9 +463,10 @@ class CpuBackend:
         # walks with a 0-d gradient (checked_walks): their unit-stride runs of _APART_RUN and more
         # go apart through the twin with the raw flag, and with normal_run's store. On the Xeon the
         # broadcast 0-d walk of KL log_target bfloat16 took 0.82-0.88x the time from 2^18 to 2^24
-        # elements, the transposed walk's shipped order 0.77-0.92x, its deferred one (inline, no
-        # run apart) 1.00x (section 105). Walks with a full gradient keep their loops: the
-        # broadcast one took 1.01-1.10x through the twin. The table walk keeps its (unmeasured).
+        # elements, the transposed walk's shipped order 0.78-0.85x, its deferred one (inline, no
+        # run apart) 0.95-1.01x (section 105). Walks with a full gradient keep their loops: the
+        # broadcast one took 1.05x at 2^12 and 2^16 and 0.99-1.10x from 2^18 up through the twin.
+        # The table walk keeps its (unmeasured).
         launched = _launched_variant(ex)
         contiguous = launched is Variant.FLAT or launched is Variant.SCALAR_GRAD
         walk_0d = launched is Variant.STRIDED and ex.geometry.grad_kind is GradKind.SCALAR and self.checked_walks

@@ -258,6 +258,10 @@ class CpuBackend:
         # The walks' with a 0-d gradient, with it (_loop_set); apart so that an A/B can hold the
         # contiguous loops' pick while it moves this one (results/performance.md, section 105).
         self.checked_walks = self.checked_bf16
+        # Whether those sets' deferred transposed walks take the twin in their whole tiles
+        # (cpu_loops.make_cpu_kernels' deferred_twin; section 106): read when a formula's sets are
+        # built, at its first launch, so an A/B sets it on a fresh backend before that.
+        self.deferred_twin = True
         threads = cpu_loops.max_threads()
         self._facts = cpu_facts(platform.machine(), threads)
 
@@ -402,15 +406,20 @@ class CpuBackend:
             takes_raw = "raw_flag" in inspect.signature(loops.make_cpu_kernels).parameters
             raw = not checked and takes_raw and formula.checked_range is not None
 
+            # An older revision of the loops (tuner.restamp) has no twin in the deferred walk.
+            takes_whole = "deferred_twin" in inspect.signature(loops.make_cpu_kernels).parameters
+            whole = {"deferred_twin": self.deferred_twin} if takes_whole else {}
+
             def raw_twin(value: Callable[..., float], twin: Callable[..., tuple[float, bool]]) -> cpu_loops.CpuKernels:
                 return loops.make_cpu_kernels(
                     value,
                     formula.compute_bound,
                     twin,
-                    apart=True,  # the twin runs in the loops apart only
+                    apart=True,  # the twin runs in the loops apart only (and inline in the deferred walk's whole tiles)
                     checked_range=formula.checked_range,
                     normal_low=formula.normal_low,
                     raw_flag=True,
+                    **whole,
                 )
 
             twin16 = formula.narrow_checked_value

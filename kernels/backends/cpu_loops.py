@@ -1777,6 +1777,7 @@ def make_cpu_kernels(
     checked_range: Callable[[float], tuple[float, float]] | None = None,
     normal_low: Callable[[float, float], float] | None = None,
     raw_flag: bool | None = None,
+    deferred_twin: bool = False,
 ) -> CpuKernels:
     """Build the loops around ``value_py(g, x, t, cof)``; numba compiles each lazily per dtype set.
     ``compute_bound`` (Formula.compute_bound): every loop prefers 512-bit vectors. ``checked_py``
@@ -1792,7 +1793,11 @@ def make_cpu_kernels(
     the walks' raw flag runs of a 0-d gradient store a bfloat16 out of a 16-bit target with no
     per-element flag (normal_run). ``raw_flag``: whether those raw flags are built (with
     ``checked_range``); None: where the host is one of RAW_FLAG's (a backend that takes the twin
-    for one dtype's outputs alone, where RAW_FLAG is off, asks for them: cpu.checked_bf16_offered)."""
+    for one dtype's outputs alone, where RAW_FLAG is off, asks for them: cpu.checked_bf16_offered).
+    ``deferred_twin`` (with normal_low's store): the deferred transposed walk's whole dense tiles
+    with a 0-d gradient take the twin too, inline (twin_pieces); asked for by the backend that
+    takes the twin for bfloat16 outputs alone (cpu.checked_bf16_offered), so that no other host's
+    deferred walk, and no table entry tuned on one, changes."""
     value = njit(inline="always")(value_py)
     vectors = _wide_vectors if compute_bound else _default_vectors
 
@@ -2378,6 +2383,52 @@ def make_cpu_kernels(
 
         return rows
 
+    # The deferred walk's whole dense tile through the twin (``deferred_twin``): pass (a)'s nc
+    # pieces by normal_run's loop, inline, the held tile's out row j stored after piece j as the
+    # formula's pieces do. Inline because the deferred order gains by hiding those stores behind
+    # the piece loop: a call of the twin's run apart per piece, or per group of pieces with their
+    # rows stored after it, lost 1.13-1.40x at 2^22 (results/performance.md, section 105), and a
+    # call per whole tile with the rows stored inside it 1.03-1.05x at 2^20-2^24 (section 106),
+    # where inline the walk took 0.93-0.97x the time (LLVM kept all but two of the exp's constants
+    # in registers: two broadcasts from memory and one reload a 64-element step).
+    def twin_pieces(g, x, t, buf, held, o, ug, ux, ut, tr, tc, hstart, so1, stream, cof):
+        """A whole dense tile of ``tc`` pieces of ``tr`` elements from the operands' offsets (its
+        one-value gradient at ug) into buf by normal_run's loop, the held tile's row j stored into
+        out from hstart + j * so1 after piece j; 1 where the tile's flag is set, else 0."""
+        g0 = _load(g, ug)
+        lo, hi = range_of(cof)
+        lo = max(lo, low_of(cof, g0))
+        neg, pos = _half_limits(t, lo, hi)
+        hu, hs = np.uint16(0), np.int16(-32768)
+        step = np.uint64(LINE // o.itemsize)
+        for j in range(tc):
+            at = j * tr
+            for c in range(tr):
+                v, _ = twin_value(g0, _load(x, ux + at + c), _load(t, ut + at + c), cof)
+                hu, hs = _track(t, ut + at + c, hu, hs)
+                _store_unfixed(buf, at + c, v)
+            src, dst = j * tr, hstart + j * so1
+            if stream:
+                for i in range(np.uint64(0), tr, step):
+                    _stream_line(held, src + i, o, dst + i)
+            else:
+                for i in range(tr):
+                    o[dst + i] = held[src + i]
+        return np.uint8(1) if (hu > neg) | (hs > pos) | (lo >= np.float32(0.0)) else np.uint8(0)
+
+    # (Replaced by the overload below inside numba.)
+    def whole_twin(g, x, t, buf, held, o, ug, ux, ut, tr, tc, hstart, so1, stream, cof):  # pragma: no cover
+        raise NotImplementedError
+
+    # twin_pieces where the types are _normal_types' (its store is normal_run's), picked while the
+    # walk is typed: 0 the tile's values are in buf and its held rows out, 1 the same but a flag was
+    # set (buf is redone by the formula), 2 not taken (the formula's pieces run as before).
+    @overload(whole_twin, inline="always")
+    def whole_twin_impl(g, x, t, buf, held, o, ug, ux, ut, tr, tc, hstart, so1, stream, cof):
+        if normals and _normal_types(t, buf):
+            return twin_pieces
+        return lambda g, x, t, buf, held, o, ug, ux, ut, tr, tc, hstart, so1, stream, cof: np.uint8(2)
+
     def transposed_deferred_walk(tile_bytes: int, row: int, kind: StridedRun | None) -> Callable[..., None]:
         """The transposed walk with out's stores deferred (Tiling.defer_out): pass (b) transposes
         the tile into a second L1 buffer in out's order, and its out rows are stored during the
@@ -2397,6 +2448,9 @@ def make_cpu_kernels(
         # so that it stays valid for every geometry.
         pass_a = formula_rows if kind is None else kind_rows(kind)
         any_g, scalar_g = kind in (None, StridedRun.ANY), kind is StridedRun.SCALAR_G
+        # A closure constant: numba prunes the twin's branch from every other build, whose IR (and
+        # so every table entry tuned on it: tuner.restamp) stays what it was.
+        twin = deferred_twin and normals and scalar_g
 
         def transposed_deferred(pg, px, pt, po, tg, tx, tt, to, spans, shape, strides, n, cof64, tile, nblocks, stream):
             # shape, strides and tiles as in transposed.
@@ -2417,6 +2471,7 @@ def make_cpu_kernels(
                 buf = np.empty(tile_bytes // o.itemsize, to.dtype)
                 held = np.empty(tile_bytes // o.itemsize, to.dtype)  # the last tile, out's order
                 hnc = hnr = hstart = zero  # its out rows, their length, where the first goes
+                skip = 0  # whole tiles left that take the formula alone, after a flagged one (twin)
                 ntiles = row_tiles * col_tiles
                 share = (ntiles + np.uint64(nblocks) - one) // np.uint64(nblocks)
                 for tile_no in range(np.uint64(b) * share, min(ntiles, (np.uint64(b) + one) * share)):
@@ -2425,7 +2480,20 @@ def make_cpu_kernels(
                     ug, ux, ut = r0 * sg0 + c0 * sg1, r0 * sx0 + c0 * sx1, r0 * st0 + c0 * st1
                     g_dense = (sg0 == 0 and sg1 == 0) or (sg0 == nc and sg1 == 1)
                     dense = unit and sx0 == nc and st0 == nc and g_dense
-                    if dense and nr == tr and nc == tc and hnc == tc and hnr == tr:
+                    whole = dense and nr == tr and nc == tc and hnc == tc and hnr == tr
+                    status = np.uint8(2)
+                    if twin:
+                        if whole and skip == 0:
+                            status = whole_twin(g, x, t, buf, held, o, ug, ux, ut, tr, tc, hstart, so1, stream, cof)
+                        if status == 1:  # the held rows are out; buf again, by the formula
+                            g0 = _load(g, ug)
+                            for c in range(tr * tc):
+                                _store(buf, c, value(g0, _load(x, ux + c), _load(t, ut + c), cof))
+                        if whole:
+                            skip = _SKIP_TILES if status == 1 else max(skip - 1, 0)
+                    if status != 2:
+                        pass
+                    elif whole:
                         # (a) in nc pieces of nr elements (the tile is one run), the held tile's
                         # out row j stored after piece j. Written out here rather than through
                         # formula_rows and _rows_out: that form took 1.03-1.16x this one's time.

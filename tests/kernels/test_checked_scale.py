@@ -9,6 +9,7 @@ the strided and transposed walks through the op's own launch.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import subprocess
@@ -33,14 +34,26 @@ N = 48 * TILE + 37  # a short last tile, and two blocks' shares that end mid-til
 
 
 def _build(
-    value: Callable[..., float], twin: Callable[..., tuple[float, bool]] | None, apart: bool, raw: bool = False
+    value: Callable[..., float],
+    twin: Callable[..., tuple[float, bool]] | None,
+    apart: bool,
+    raw: bool = False,
+    deferred: bool = False,
 ) -> cpu_loops.CpuKernels:
+    """``raw``: the twin's raw flag and normal_run's store; ``deferred`` (with it): the deferred
+    walk's whole tiles through the twin too (make_cpu_kernels' deferred_twin)."""
     if not raw:
         return cpu_loops.make_cpu_kernels(value, LOG.compute_bound, twin, apart=apart)
     with pytest.MonkeyPatch.context() as patch:  # RAW_FLAG is read when the loops are built
         patch.setattr(cpu_loops, "RAW_FLAG", True)
         return cpu_loops.make_cpu_kernels(
-            value, LOG.compute_bound, twin, apart=apart, checked_range=LOG.checked_range, normal_low=LOG.normal_low
+            value,
+            LOG.compute_bound,
+            twin,
+            apart=apart,
+            checked_range=LOG.checked_range,
+            normal_low=LOG.normal_low,
+            deferred_twin=deferred,
         )
 
 
@@ -537,6 +550,92 @@ def test_a_transposed_tile_of_one_strided_row_stays_inline(builds, monkeypatch: 
         )
     for want, got in zip(*outs, strict=True):
         assert torch.equal(as_bits(got), as_bits(want))
+
+
+# The deferred walk's whole tiles through the twin (make_cpu_kernels' deferred_twin) need its order
+# (cpu_loops.DEFERRED offers it in the space; the build is there on any host) and normal_run's
+# bfloat16 store (AVX512-BF16: cpu_loops._normal_types); elsewhere the build's tiles keep the formula.
+NEEDS_NORMAL_RUN = pytest.mark.skipif(not cpu_loops.HAS_BF16, reason="normal_run's store needs AVX512-BF16")
+DEFERRED_WALK = Tiling(tile=4096, cores=1, variant=Variant.STRIDED, defer_out=True)
+
+
+def _deferred_walk(kernels_: cpu_loops.CpuKernels, monkeypatch: pytest.MonkeyPatch, g, t, reduction, **knobs):
+    """KL log_target of a bfloat16 transposed target ``t`` through the deferred walk of ``kernels_``
+    (standing in for every set the backend may pick), DEFERRED_WALK with ``knobs``."""
+    summed = cpu.BACKEND.kernels(LOG, summed=True)
+    monkeypatch.setitem(cpu.BACKEND._kernels, LOG.name, (kernels_,) * 2 + (summed,) + (kernels_,) * 4)
+    config = dataclasses.replace(DEFERRED_WALK, **knobs)
+    return kernels.kl_div_backward(g, torch.zeros(t.shape, dtype=t.dtype), t, reduction, True, config=config)
+
+
+@NEEDS_NORMAL_RUN
+@pytest.mark.parametrize("formula", ["narrow", "coarse"])
+def test_the_deferred_walks_whole_tiles_through_the_twin_store_the_formulas_bits(
+    builds, monkeypatch: pytest.MonkeyPatch, formula: str
+) -> None:
+    """The deferred transposed walk with a 0-d gradient, its whole tiles through the twin inline
+    (normal_run's loop, the held rows stored between its pieces), against the formula's inlined
+    walk: ordinary log-targets with flagged ones among them (some tiles take the twin alone, some
+    the formula after it, some the formula alone in the skip after a flag), and targets whose
+    outputs cross 2^-126 (tiles held to normal_low); gradients that move normal_low (2^-110, a
+    subnormal 2^-130, 0), by sum and by mean; 1 and 2 cores, streamed and not. The same bits."""
+    value, twin = {"narrow": (LOG.narrow_value, LOG.narrow_checked_value)}.get(
+        formula, (LOG.coarse_value, LOG.coarse_checked_value)
+    )
+    deferred = _build(value, twin, True, raw=True, deferred=True)
+    plain = builds[formula]["plain"]
+    # As the report's transposed layout: 64 x 8192 views of 8192 x 64 operands, 64 whole tiles.
+    ordinary = _log_targets((8192, 64), torch.bfloat16).t()
+    cases = [
+        (ordinary, g, red) for g, red in ((1.25, "sum"), (-3.0, "mean"), (-(2.0**-110), "sum"), (2.0**-130, "sum"))
+    ]
+    # Targets whose outputs cross 2^-126, as the walks' runs' test above has them, falling, so that
+    # the tiles before the first flag take the twin; 2^-130 leaves no t whose output is normal, so
+    # its every tile must be flagged (normal_low not below 0), its first ones, all t > 0, too.
+    for g, lo, hi in (
+        (-(2.0**-40), -64.0, -55.0),
+        (2.0**-110, -20.0, 0.0),
+        (2.0**-130, -8.0, 0.5),
+        (0.0, -64.0, -55.0),
+    ):
+        crossing = torch.linspace(hi, lo, 64 * 8192, dtype=torch.float64).to(torch.bfloat16).view(8192, 64).t()
+        cases.append((crossing, g, "sum"))
+    for t, g, reduction in cases:
+        grad = torch.tensor(g, dtype=torch.bfloat16)
+        for cores, stream in ((1, False), (min(2, cpu_loops.max_threads()), True)):
+            want = _deferred_walk(plain, monkeypatch, grad, t, reduction, cores=cores, stream=stream)
+            got = _deferred_walk(deferred, monkeypatch, grad, t, reduction, cores=cores, stream=stream)
+            differ = (as_bits(got) != as_bits(want)).sum()
+            assert torch.equal(as_bits(got), as_bits(want)), f"g {g} {reduction}, {cores} cores: {differ} differ"
+
+
+@NEEDS_NORMAL_RUN
+def test_the_deferred_walks_whole_tiles_take_the_twin_and_its_other_tiles_the_formula_plumbing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Which tiles of the deferred walk take the twin, seen through a stand-in twin that stores 7
+    for every element (flagging none): with deferred_twin, every whole tile but each block's first
+    (whose rows have no held tile to follow, and so take the formula's pass as before) holds 7s
+    alone, and every other element is the formula's; without it, none is 7. 64 whole tiles of 128 x
+    64 bfloat16 elements (a 4096-element float32 tile's 16 KiB), 1 and 2 blocks."""
+
+    def marker(g, x, t, cof):
+        return np.float32(7.0), False
+
+    with_twin = _build(LOG.narrow_value, marker, True, raw=True, deferred=True)
+    without = _build(LOG.narrow_value, marker, True, raw=True, deferred=False)
+    gen = torch.Generator().manual_seed(6)
+    # Ordinary log-targets only, none outside the twin's range: no tile is flagged.
+    t = (-1.0 - torch.rand((8192, 64), generator=gen) * 29.0).to(torch.bfloat16).t()
+    tile = 128 * 64
+    g = torch.tensor(1.0, dtype=torch.bfloat16)
+    for cores in (1, 2):
+        want = _deferred_walk(without, monkeypatch, g, t, "sum", cores=cores, stream=cores > 1)
+        got = _deferred_walk(with_twin, monkeypatch, g, t, "sum", cores=cores, stream=cores > 1)
+        assert not (want == 7.0).any()
+        sevens = got == 7.0
+        assert int(sevens.sum()) == (t.numel() // tile - cores) * tile, cores
+        assert torch.equal(as_bits(got[~sevens]), as_bits(want[~sevens]))
 
 
 def test_the_backend_takes_the_twins_where_ldexp_is_three_powers_or_the_cpu_is_listed_plumbing() -> None:

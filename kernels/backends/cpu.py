@@ -369,6 +369,9 @@ class CpuBackend:
             # the host also reads holds float32 configs tuned on those loops (tile 256, streamed),
             # which took 2.4-3.0x the time through the twin's loops apart at 2^24 (section 68).
             wide_inline = checked and getattr(loops, "HAS_SCALEF", False)
+            # What this revision's make_cpu_kernels takes: an older one (tuner.restamp) lacks the
+            # later keywords (normal_low, raw_flag, deferred_twin).
+            takes = inspect.signature(loops.make_cpu_kernels).parameters
 
             def make(
                 value: Callable[..., float], twin: Callable[..., tuple[float, bool]] | None = None
@@ -379,7 +382,7 @@ class CpuBackend:
                     if getattr(loops, "RAW_FLAG", False) and formula.checked_range is not None:
                         ranges = {"checked_range": formula.checked_range}
                         # An older revision of the loops takes no normal_low either.
-                        if "normal_low" in inspect.signature(loops.make_cpu_kernels).parameters:
+                        if "normal_low" in takes:
                             ranges["normal_low"] = formula.normal_low
                         return loops.make_cpu_kernels(value, formula.compute_bound, twin, **ranges)
                     return loops.make_cpu_kernels(value, formula.compute_bound, twin)
@@ -403,12 +406,10 @@ class CpuBackend:
             # reads the coarse one), and compiled at its first call only. Where every output takes
             # the twin (checked) they are the narrow and the coarse sets; an older revision of the
             # loops (tuner.restamp) takes no raw_flag: the same.
-            takes_raw = "raw_flag" in inspect.signature(loops.make_cpu_kernels).parameters
-            raw = not checked and takes_raw and formula.checked_range is not None
+            raw = not checked and "raw_flag" in takes and formula.checked_range is not None
 
             # An older revision of the loops (tuner.restamp) has no twin in the deferred walk.
-            takes_whole = "deferred_twin" in inspect.signature(loops.make_cpu_kernels).parameters
-            whole = {"deferred_twin": self.deferred_twin} if takes_whole else {}
+            whole = {"deferred_twin": self.deferred_twin} if "deferred_twin" in takes else {}
 
             def raw_twin(value: Callable[..., float], twin: Callable[..., tuple[float, bool]]) -> cpu_loops.CpuKernels:
                 return loops.make_cpu_kernels(

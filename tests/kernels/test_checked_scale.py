@@ -579,9 +579,10 @@ def test_the_deferred_walks_whole_tiles_through_the_twin_store_the_formulas_bits
     the formula after it, some the formula alone in the skip after a flag), and targets whose
     outputs cross 2^-126 (tiles held to normal_low); gradients that move normal_low (2^-110, a
     subnormal 2^-130, 0), by sum and by mean; 1 and 2 cores, streamed and not. The same bits."""
-    value, twin = {"narrow": (LOG.narrow_value, LOG.narrow_checked_value)}.get(
-        formula, (LOG.coarse_value, LOG.coarse_checked_value)
-    )
+    value, twin = {
+        "narrow": (LOG.narrow_value, LOG.narrow_checked_value),
+        "coarse": (LOG.coarse_value, LOG.coarse_checked_value),
+    }[formula]
     deferred = _build(value, twin, True, raw=True, deferred=True)
     plain = builds[formula]["plain"]
     # As the report's transposed layout: 64 x 8192 views of 8192 x 64 operands, 64 whole tiles.

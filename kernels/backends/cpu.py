@@ -201,6 +201,25 @@ def checked_bf16_offered() -> bool:
     return cpu_loops.target_cpu() in _CHECKED_BF16_CPUS if forced is None else forced
 
 
+# CPUs where a float32 out of a compute-bound formula with a 0-d gradient (KL log_target's exp) is
+# offered the deferred transposed walk (Tiling.defer_out), which cpu_loops.DEFERRED offers 16-bit
+# outs alone: the Xeon (LLVM's rocketlake), where its exp leaves pass (a) issue slots for the held
+# tile's rows and those rows took 0.84-0.93x the time of the table's configs at 2^20-2^22, while
+# every other float32 row lost there (1.03-1.12x: the full gradients', and mse's, l1's and KL's
+# 0-d ones), as every float32 row had on the Zen 4 (1.04-1.37x; results/performance.md, sections
+# 43 and 107). Elsewhere the float32 spaces, and the hashes their entries carry, stay as they were.
+_DEFERRED_WIDE_CPUS = ("rocketlake",)
+
+
+def deferred_wide_offered() -> bool:
+    """Whether this host offers the deferred transposed walk to a float32 out of a compute-bound
+    formula with a 0-d gradient, where it offers the walk at all (cpu_loops.DEFERRED): on the CPUs
+    of _DEFERRED_WIDE_CPUS (the CPU numba compiles for); ``LOSSTUNE_CPU_DEFERRED_WIDE`` 1 says yes
+    on any host, 0 no."""
+    forced = cpu_loops._forced("LOSSTUNE_CPU_DEFERRED_WIDE")
+    return cpu_loops.target_cpu() in _DEFERRED_WIDE_CPUS if forced is None else forced
+
+
 def _holds_a_row(loops: ModuleType) -> bool:
     """Whether one vector register holds a transpose row of ``loops`` (TRANSPOSE_BYTES): the fused
     walk passes each rounded row through an empty asm that asks for one, and a 64-byte row on a
@@ -262,6 +281,9 @@ class CpuBackend:
         # (cpu_loops.make_cpu_kernels' deferred_twin; section 106): read when a formula's sets are
         # built, at its first launch, so an A/B sets it on a fresh backend before that.
         self.deferred_twin = True
+        # Whether a float32 out of a compute-bound formula with a 0-d gradient is offered the
+        # deferred walk (deferred_wide_offered): read by every space(), so set it before a lookup.
+        self.deferred_wide = deferred_wide_offered()
         threads = cpu_loops.max_threads()
         self._facts = cpu_facts(platform.machine(), threads)
 
@@ -307,8 +329,10 @@ class CpuBackend:
                 and not formula.reads_input
                 and geometry.grad_kind is GradKind.SCALAR
             )
-            # Deferring out's stores gained on 16-bit outs only (float32's pieces are half as long).
-            deferred = getattr(loops, "DEFERRED", False) and dtype.itemsize == 2
+            # Deferring out's stores gained on 16-bit outs (float32's pieces are half as long); a
+            # float32 out only where pass (a)'s exp has slots to hide them in (deferred_wide_offered).
+            wide = self.deferred_wide and formula.compute_bound and geometry.grad_kind is GradKind.SCALAR
+            deferred = getattr(loops, "DEFERRED", False) and (dtype.itemsize == 2 or wide)
             # The fused walk applies the formula's form inside its transposes, converting each
             # dtype as the loops do, where a register holds a transpose row (_holds_a_row).
             fused = getattr(loops, "FUSED", False) and formula.fused_form is not None and _holds_a_row(loops)

@@ -187,3 +187,41 @@ def test_each_deferred_build_gives_the_general_builds_and_the_contiguous_bits(
     dense = CALLS["kl_div-log"](g.contiguous(), x.contiguous(), t.contiguous(), red, backend="cpu")
     assert torch.equal(as_bits(picked), as_bits(general))
     assert torch.equal(as_bits(picked), as_bits(dense))
+
+
+@pytest.mark.parametrize("shape", [(192, 136), (424, 64)], ids=str)
+@pytest.mark.parametrize("unit", [True, False], ids=["unit", "stride2"])
+@pytest.mark.parametrize("red", ["mean", "sum"])
+@pytest.mark.parametrize("cores", [1, 2])
+def test_the_float32_deferred_walk_with_a_0d_gradient_gives_the_general_builds_and_the_contiguous_bits(
+    shape: tuple[int, int], unit: bool, red: str, cores: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KL log_target's deferred walk into a float32 out (CpuBackend.deferred_wide, offered here
+    whatever the host), a 0-d gradient by mean and by sum over unit runs (SCALAR_G: whole tiles in
+    sequence at (424, 64), the held rows between float32's 64-element pieces) and over inputs of
+    stride 2 (the general build): bitwise the general build's and the contiguous call's."""
+    rows, cols = shape
+    gen = torch.Generator().manual_seed(13)
+    # log-targets from -90 to 90: exps under float32's normal range, over it and everything between
+    wide = torch.rand(rows, 2 * cols, generator=gen) * 180 - 90
+    t = wide[:, :cols].contiguous() if unit else wide[:, ::2]
+    x, g = torch.randn(rows, cols, generator=gen), torch.tensor(0.3)
+    monkeypatch.setattr(cpu_loops, "DEFERRED", True)
+    monkeypatch.setattr(cpu.BACKEND, "deferred_wide", True)
+    row = cpu_loops.TRANSPOSE_ROWS[-1]
+    config = {"variant": "strided", "tile": 4096, "cores": cores, "defer_out": True, "transpose_row": row}
+    assert _transposed_run(g, x, t) is (StridedRun.SCALAR_G if unit else StridedRun.ANY)
+
+    def call() -> torch.Tensor:
+        dispatch.clear_plans()
+        out = torch.empty(cols, rows).t()
+        return CALLS["kl_div-log"](g, x, t, red, backend="cpu", config=config, out=out)
+
+    picked = call()
+    monkeypatch.setattr(cpu, "_run_kind", lambda geo, x_axis: StridedRun.ANY)
+    general = call()
+    monkeypatch.undo()
+    dispatch.clear_plans()
+    dense = CALLS["kl_div-log"](g, x.contiguous(), t.contiguous(), red, backend="cpu")
+    assert torch.equal(as_bits(picked), as_bits(general))
+    assert torch.equal(as_bits(picked), as_bits(dense))

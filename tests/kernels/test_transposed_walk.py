@@ -356,11 +356,12 @@ def test_an_inputs_first_config_is_refused_where_the_host_offers_none() -> None:
     )
 
 
-def test_deferring_is_offered_only_for_16_bit_outs_and_never_with_inputs_first(
+def test_deferring_is_offered_for_16_bit_outs_and_never_with_inputs_first(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """defer_out is in the space only for a 16-bit out on a host that offers it; a float32 space,
-    and its hash, are the ones without it; where inputs-first is a knob too, no config takes both."""
+    """defer_out is in the space for a 16-bit out on a host that offers it; a float32 space, and its
+    hash, are the ones without it unless the host offers the walk to float32 outs (deferred_wide);
+    where inputs-first is a knob too, no config takes both."""
     from kernels import plan
     from kernels.ops import kl_div, mse
 
@@ -369,6 +370,7 @@ def test_deferring_is_offered_only_for_16_bit_outs_and_never_with_inputs_first(
     monkeypatch.setattr(cpu_loops, "DEFERRED", True)
     monkeypatch.setattr(cpu_loops, "INPUTS_FIRST", True)
     monkeypatch.setattr(cpu_loops, "FUSED", False)  # its knob, tested apart (test_fused_walk)
+    backend.deferred_wide = False
     for dtype, offered in ((torch.float32, False), (torch.float16, True), (torch.bfloat16, True)):
         geo = plan.elementwise_geometry(x, x, x, torch.empty(64, 256), (64, 256))
         space = backend.space(mse.FORMULA, geo, dtype)
@@ -386,11 +388,56 @@ def test_deferring_is_offered_only_for_16_bit_outs_and_never_with_inputs_first(
     deferred = Tiling(tile=4096, cores=2, variant=Variant.STRIDED, stream=True, defer_out=True)
     assert deferred.short() == "strided tile=4096 cores=2 stream deferred"
     assert Tiling.from_dict(deferred.to_dict()) == deferred
+    # A float32 out: KL log_target (compute-bound) with a 0-d gradient, where the host offers it.
+    full = plan.elementwise_geometry(x, x, x, torch.empty(64, 256), (64, 256))
+    for wide in (False, True):
+        backend.deferred_wide = wide
+        for formula, geometry, offered in (
+            (kl_div.FORMULA_LOG, geo, wide),
+            (kl_div.FORMULA_LOG, full, False),  # the full gradient's rows lost (section 107)
+            (kl_div.FORMULA, geo, False),  # not compute-bound
+            (mse.FORMULA, geo, False),
+        ):
+            space = backend.space(formula, geometry, torch.float32)
+            assert ("defer_out" in dict(space.knobs)) == offered, (wide, formula.name, geometry.grad_kind)
+            assert (deferred in space) == offered
     monkeypatch.setattr(cpu_loops, "DEFERRED", False)
     assert "defer_out" not in dict(backend.space(kl_div.FORMULA, geo, torch.float16).knobs)
+    assert "defer_out" not in dict(backend.space(kl_div.FORMULA_LOG, geo, torch.float32).knobs)
 
 
 def test_a_deferred_config_is_refused_where_the_host_offers_none() -> None:
     refused_in_fresh_process(
         "defer_out=True", "mse_loss_backward(t.half(), t.half(), t.half(), 'none'", {"LOSSTUNE_CPU_DEFERRED": "0"}
+    )
+
+
+def test_the_deferred_walk_is_offered_to_float32_outs_on_the_xeon_alone_or_where_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """cpu.deferred_wide_offered: the CPU numba compiles for (rocketlake; not the other knob CPUs,
+    whose float32 rows lost), or LOSSTUNE_CPU_DEFERRED_WIDE on any host; a bad value is refused."""
+    for value, cpu_name, want in (
+        (None, "rocketlake", True),
+        (None, "znver4", False),
+        (None, "znver5", False),
+        ("1", "znver4", True),
+        ("0", "rocketlake", False),
+    ):
+        monkeypatch.setattr(cpu_loops, "target_cpu", lambda name=cpu_name: name)
+        if value is None:
+            monkeypatch.delenv("LOSSTUNE_CPU_DEFERRED_WIDE", raising=False)
+        else:
+            monkeypatch.setenv("LOSSTUNE_CPU_DEFERRED_WIDE", value)
+        assert cpu.deferred_wide_offered() is want, (value, cpu_name)
+    monkeypatch.setenv("LOSSTUNE_CPU_DEFERRED_WIDE", "yes")
+    with pytest.raises(ValueError, match="LOSSTUNE_CPU_DEFERRED_WIDE: expected 0 or 1, got 'yes'"):
+        cpu.deferred_wide_offered()
+
+
+def test_a_float32_deferred_config_is_refused_where_the_host_offers_it_16_bit_outs_alone() -> None:
+    refused_in_fresh_process(
+        "defer_out=True",
+        "kl_div_backward(torch.tensor(0.5), t, t, 'mean', True",
+        {"LOSSTUNE_CPU_DEFERRED": "1", "LOSSTUNE_CPU_DEFERRED_WIDE": "0"},
     )

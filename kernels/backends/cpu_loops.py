@@ -2485,10 +2485,11 @@ def make_cpu_kernels(
                     if twin:
                         if whole and skip == 0:
                             status = whole_twin(g, x, t, buf, held, o, ug, ux, ut, tr, tc, hstart, so1, stream, cof)
-                        if status == 1:  # the held rows are out; buf again, by the formula
-                            g0 = _load(g, ug)
-                            for c in range(tr * tc):
-                                _store(buf, c, value(g0, _load(x, ux + c), _load(t, ut + c), cof))
+                        if status == 1:  # the held rows are out; buf again, by the formula (one run)
+                            area = tr * tc
+                            pass_a(
+                                g, x, t, buf, ug, ux, ut, zero, sg0, sx0, st0, sg1, sx1, st1, one, area, tc, unit, cof
+                            )
                         if whole:
                             skip = _SKIP_TILES if status == 1 else max(skip - 1, 0)
                     if status != 2:

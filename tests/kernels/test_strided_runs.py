@@ -164,19 +164,23 @@ def test_each_deferred_build_gives_the_general_builds_and_the_contiguous_bits(
     cpu_loops.DEFERRED only says where it pays) with the build for its runs, then with the general
     build forced onto the same geometry, then the contiguous call."""
     g, x, t, red = _transposed_operands(kind, dtype, *shape)
+    _check_deferred_builds(g, x, t, red, cores, monkeypatch)
+
+
+def _check_deferred_builds(
+    g: torch.Tensor, x: torch.Tensor, t: torch.Tensor, red: str, cores: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KL log_target's deferred walk (cpu_loops.DEFERRED set here) on transposed-problem operands,
+    with the build for their runs, then with the general build forced onto the same geometry:
+    bitwise each other's and the contiguous call's. Undoes ``monkeypatch``."""
     rows, cols = x.shape
     monkeypatch.setattr(cpu_loops, "DEFERRED", True)
-    config = {
-        "variant": "strided",
-        "tile": 4096,
-        "cores": cores,
-        "defer_out": True,
-        "transpose_row": cpu_loops.TRANSPOSE_ROWS[-1],
-    }
+    row = cpu_loops.TRANSPOSE_ROWS[-1]
+    config = {"variant": "strided", "tile": 4096, "cores": cores, "defer_out": True, "transpose_row": row}
 
     def call() -> torch.Tensor:
         dispatch.clear_plans()
-        out = torch.empty(cols, rows, dtype=dtype).t()
+        out = torch.empty(cols, rows, dtype=x.dtype).t()
         return CALLS["kl_div-log"](g, x, t, red, backend="cpu", config=config, out=out)
 
     picked = call()
@@ -206,22 +210,6 @@ def test_the_float32_deferred_walk_with_a_0d_gradient_gives_the_general_builds_a
     wide = torch.rand(rows, 2 * cols, generator=gen) * 180 - 90
     t = wide[:, :cols].contiguous() if unit else wide[:, ::2]
     x, g = torch.randn(rows, cols, generator=gen), torch.tensor(0.3)
-    monkeypatch.setattr(cpu_loops, "DEFERRED", True)
-    monkeypatch.setattr(cpu.BACKEND, "deferred_wide", True)
-    row = cpu_loops.TRANSPOSE_ROWS[-1]
-    config = {"variant": "strided", "tile": 4096, "cores": cores, "defer_out": True, "transpose_row": row}
     assert _transposed_run(g, x, t) is (StridedRun.SCALAR_G if unit else StridedRun.ANY)
-
-    def call() -> torch.Tensor:
-        dispatch.clear_plans()
-        out = torch.empty(cols, rows).t()
-        return CALLS["kl_div-log"](g, x, t, red, backend="cpu", config=config, out=out)
-
-    picked = call()
-    monkeypatch.setattr(cpu, "_run_kind", lambda geo, x_axis: StridedRun.ANY)
-    general = call()
-    monkeypatch.undo()
-    dispatch.clear_plans()
-    dense = CALLS["kl_div-log"](g, x.contiguous(), t.contiguous(), red, backend="cpu")
-    assert torch.equal(as_bits(picked), as_bits(general))
-    assert torch.equal(as_bits(picked), as_bits(dense))
+    monkeypatch.setattr(cpu.BACKEND, "deferred_wide", True)
+    _check_deferred_builds(g, x, t, red, cores, monkeypatch)

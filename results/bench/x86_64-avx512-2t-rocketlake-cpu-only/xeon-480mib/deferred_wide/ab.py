@@ -61,10 +61,12 @@ def main() -> None:
                 runs.append(lambda _, ex=pex: backend.launch(ex))
                 same = all(torch.equal(outs[0].view(torch.int32), o.view(torch.int32)) for o in outs)
                 *walks, contiguous = timing.interleaved(runs, rounds=rounds, min_time_s=0.15)
-                line = f"{name:10s} {'0-d' if red is Reduction.MEAN else 'full':4s} 2^{k}  bits {'equal' if same else 'DIFFER'}"
+                grad = "0-d" if red is Reduction.MEAN else "full"
+                line = f"{name:10s} {grad:4s} 2^{k}  bits {'equal' if same else 'DIFFER'}"
                 for label, walk in zip(labels, walks, strict=True):
                     ratios = [a / b for a, b in zip(walk.medians, contiguous.medians, strict=True)]
-                    line += f" | {label} {walk.median_s * 1e6:.0f} {statistics.median(ratios):.2f} ({spread(ratios, '.2f')})"
+                    ratio = f"{statistics.median(ratios):.2f} ({spread(ratios, '.2f')})"
+                    line += f" | {label} {walk.median_s * 1e6:.0f} {ratio}"
                 print(f"{line} | contiguous {contiguous.median_s * 1e6:.0f} [{pex.config.short()}]", flush=True)
 
 

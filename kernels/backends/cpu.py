@@ -158,6 +158,14 @@ def table_variant(formula: Formula, geometry: Geometry, dtype: torch.dtype) -> b
     )
 
 
+def _picked_on(cpus: tuple[str, ...], switch: str) -> bool:
+    """Whether a pick measured on ``cpus`` applies here: the CPU numba compiles for (as every
+    feature gate reads it) is one of them, unless the environment variable ``switch`` says 1 (yes,
+    on any host) or 0 (no); any other value is refused by name."""
+    forced = cpu_loops._forced(switch)
+    return cpu_loops.target_cpu() in cpus if forced is None else forced
+
+
 # CPUs where a bfloat16 output of an elementwise walk takes a formula's coarse_value (KL
 # log_target's degree-2 exp), measured there: the Zen 5, whose bfloat16 0-d loop is bound by its
 # arithmetic and took 0.89x the time with one fma fewer an element (results/performance.md,
@@ -172,8 +180,7 @@ def coarse_offered() -> bool:
     """Whether this host's bfloat16 outputs take Formula.coarse_value: on the CPUs of _COARSE_CPUS
     (the CPU numba compiles for, as every feature gate reads it); ``LOSSTUNE_CPU_COARSE`` 1 says
     yes on any host, 0 no."""
-    forced = cpu_loops._forced("LOSSTUNE_CPU_COARSE")
-    return cpu_loops.target_cpu() in _COARSE_CPUS if forced is None else forced
+    return _picked_on(_COARSE_CPUS, "LOSSTUNE_CPU_COARSE")
 
 
 # CPUs where a bfloat16 output of the contiguous loops takes a formula's checked twin, apart, with
@@ -197,17 +204,17 @@ def checked_bf16_offered() -> bool:
     pick (coarse_offered) they are the coarse formula's, through its twin. Those loops are
     built apart and with the raw flag whatever ``LOSSTUNE_CPU_APART`` and ``LOSSTUNE_CPU_RAW_FLAG``
     say (the twin runs only apart): this switch is the one that takes them off."""
-    forced = cpu_loops._forced("LOSSTUNE_CPU_CHECKED_BF16")
-    return cpu_loops.target_cpu() in _CHECKED_BF16_CPUS if forced is None else forced
+    return _picked_on(_CHECKED_BF16_CPUS, "LOSSTUNE_CPU_CHECKED_BF16")
 
 
 # CPUs where a float32 out of a compute-bound formula with a 0-d gradient (KL log_target's exp) is
 # offered the deferred transposed walk (Tiling.defer_out), which cpu_loops.DEFERRED offers 16-bit
 # outs alone: the Xeon (LLVM's rocketlake), where its exp leaves pass (a) issue slots for the held
-# tile's rows and those rows took 0.84-0.93x the time of the table's configs at 2^20-2^22, while
-# every other float32 row lost there (1.03-1.12x: the full gradients', and mse's, l1's and KL's
-# 0-d ones), as every float32 row had on the Zen 4 (1.04-1.37x; results/performance.md, sections
-# 43 and 107). Elsewhere the float32 spaces, and the hashes their entries carry, stay as they were.
+# tile's rows and those rows took 0.90-0.95x the time of the same config undeferred at 2^20-2^22,
+# while every other float32 row lost there (1.05-1.16x: the full gradients', and mse's, l1's and
+# KL's 0-d ones), as every float32 row had on the Zen 4 (1.04-1.37x; results/performance.md,
+# sections 43 and 107). Elsewhere the float32 spaces, and the hashes their entries carry, stay as
+# they were.
 _DEFERRED_WIDE_CPUS = ("rocketlake",)
 
 
@@ -216,8 +223,7 @@ def deferred_wide_offered() -> bool:
     formula with a 0-d gradient, where it offers the walk at all (cpu_loops.DEFERRED): on the CPUs
     of _DEFERRED_WIDE_CPUS (the CPU numba compiles for); ``LOSSTUNE_CPU_DEFERRED_WIDE`` 1 says yes
     on any host, 0 no."""
-    forced = cpu_loops._forced("LOSSTUNE_CPU_DEFERRED_WIDE")
-    return cpu_loops.target_cpu() in _DEFERRED_WIDE_CPUS if forced is None else forced
+    return _picked_on(_DEFERRED_WIDE_CPUS, "LOSSTUNE_CPU_DEFERRED_WIDE")
 
 
 def _holds_a_row(loops: ModuleType) -> bool:

@@ -371,12 +371,13 @@ def test_deferring_is_offered_for_16_bit_outs_and_never_with_inputs_first(
     monkeypatch.setattr(cpu_loops, "INPUTS_FIRST", True)
     monkeypatch.setattr(cpu_loops, "FUSED", False)  # its knob, tested apart (test_fused_walk)
     backend.deferred_wide = False
+    full = plan.elementwise_geometry(x, x, x, torch.empty(64, 256), (64, 256))
     for dtype, offered in ((torch.float32, False), (torch.float16, True), (torch.bfloat16, True)):
-        geo = plan.elementwise_geometry(x, x, x, torch.empty(64, 256), (64, 256))
-        space = backend.space(mse.FORMULA, geo, dtype)
+        space = backend.space(mse.FORMULA, full, dtype)
         assert ("defer_out" in dict(space.knobs)) == offered, dtype
+        out_bytes = full.n_out * dtype.itemsize
         without = tiling.cpu_transposed_space(
-            backend.facts(), geo.numel, geo.n_out * dtype.itemsize, cpu_loops.TRANSPOSED_TILES, cpu_loops.TRANSPOSE_ROWS
+            backend.facts(), full.numel, out_bytes, cpu_loops.TRANSPOSED_TILES, cpu_loops.TRANSPOSE_ROWS
         )
         assert (space.hash == without.hash) != offered and space.default == without.default, dtype
     geo = plan.elementwise_geometry(torch.tensor(1.0), x, x, torch.empty(64, 256), (64, 256))
@@ -389,7 +390,6 @@ def test_deferring_is_offered_for_16_bit_outs_and_never_with_inputs_first(
     assert deferred.short() == "strided tile=4096 cores=2 stream deferred"
     assert Tiling.from_dict(deferred.to_dict()) == deferred
     # A float32 out: KL log_target (compute-bound) with a 0-d gradient, where the host offers it.
-    full = plan.elementwise_geometry(x, x, x, torch.empty(64, 256), (64, 256))
     for wide in (False, True):
         backend.deferred_wide = wide
         for formula, geometry, offered in (

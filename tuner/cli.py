@@ -121,7 +121,9 @@ def _parser() -> argparse.ArgumentParser:
             " would be history)"
         ),
     )
-    tune.add_argument("--freeze", action="store_true", help="freeze the winners after tuning")
+    tune.add_argument(
+        "--freeze", action="store_true", help="freeze this run's winners after tuning (the table keeps its others)"
+    )
     tune.add_argument("--skip-busy", action="store_true", help=SKIP_BUSY_HELP)
     tune.add_argument("--config-dir", type=Path, help="frozen-config root (default kernels/configs)")
     tune.add_argument("--bench", action="store_true", help="print the bench table after freezing")
@@ -137,6 +139,14 @@ def _parser() -> argparse.ArgumentParser:
     freeze.add_argument("--device", help="device name (default: the only one in storage)")
     freeze.add_argument("--config-dir", type=Path, help="frozen-config root (default kernels/configs)")
     freeze.add_argument("--skip-busy", action="store_true", help=SKIP_BUSY_HELP)
+    freeze.add_argument(
+        "--study",
+        action="append",
+        dest="studies",
+        metavar="NAME",
+        help="freeze this study alone (repeatable; default: every finished study of the device);"
+        " the table keeps its other entries",
+    )
 
     restamp = sub.add_parser(
         "restamp",
@@ -286,7 +296,16 @@ def _tune(args: argparse.Namespace) -> int:
 
         # This host's studies: a shared journal may hold other devices' too (another vector tier).
         device = backends.get(args.backend).facts().name
-        path, n = freeze(args.storage, args.backend, device, root=args.config_dir, skip_busy=args.skip_busy)
+        # The studies this run decided, and no other: a study in the journal re-swept without
+        # --freeze stays out of the table until it is frozen by name.
+        path, n = freeze(
+            args.storage,
+            args.backend,
+            device,
+            root=args.config_dir,
+            skip_busy=args.skip_busy,
+            studies=[r.name for r in results],
+        )
         print(f"froze {n} entries into {path}")
     if args.bench:
         return _bench(args)
@@ -378,7 +397,9 @@ def _show(args: argparse.Namespace) -> int:
 def _freeze(args: argparse.Namespace) -> int:
     from tuner.freeze import freeze
 
-    path, n = freeze(args.storage, args.backend, args.device, root=args.config_dir, skip_busy=args.skip_busy)
+    path, n = freeze(
+        args.storage, args.backend, args.device, root=args.config_dir, skip_busy=args.skip_busy, studies=args.studies
+    )
     print(f"froze {n} entries into {path}")
     return 0
 

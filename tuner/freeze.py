@@ -6,6 +6,7 @@ import collections
 import json
 import os
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 
 from kernels import frozen
@@ -137,13 +138,32 @@ def freeze(
     root: Path | None = None,
     *,
     skip_busy: bool = False,
+    studies: Collection[str] | None = None,
 ) -> tuple[Path, int]:
     """Merge every finished study of (backend, device) into the device's table; returns (path, entries).
 
     ``skip_busy``: leave out the decisions taken on a busy host (tuner.study.busy_host), each named
     in a warning; the table keeps what it held for those problems. Off by default: what a freeze
-    writes would otherwise depend on the load of the host that tuned."""
-    rows = [r for r in study_rows(storage) if r.get("backend") == backend and isinstance(r.get("final"), dict)]
+    writes would otherwise depend on the load of the host that tuned.
+
+    ``studies``: merge these studies alone (``tune --freeze``: the ones it just decided); the
+    table keeps every other entry as it was. Merging the whole journal there rewrote the entries
+    of studies the user had re-swept without freezing (results/performance.md, section 108). Each
+    must be a finished study of ``backend`` in storage, or nothing is written."""
+    every = study_rows(storage)
+    if studies is not None:
+        wanted = set(studies)
+        if not wanted:
+            raise ValueError("studies (--study): expected at least one study name, got none")
+        finished = {str(r["study"]) for r in every if r.get("backend") == backend and isinstance(r.get("final"), dict)}
+        missing = sorted(wanted - finished)
+        if missing:
+            raise ValueError(
+                f"studies (--study): expected finished {backend} studies in {storage or 'the default journal'},"
+                f" got {missing} (not there, not {backend}, or never decided)"
+            )
+        every = [r for r in every if r["study"] in wanted]
+    rows = [r for r in every if r.get("backend") == backend and isinstance(r.get("final"), dict)]
     if not rows:
         raise ValueError(f"storage: no finished {backend} studies to freeze in {storage or 'the default journal'}")
     if device is None:
@@ -153,6 +173,9 @@ def freeze(
                 f"device: expected exactly one device among the {backend} studies, got {devices or 'none'}"
             )
         device = devices[0]
+    elsewhere = sorted(str(r["study"]) for r in rows if r.get("device") != device)
+    if studies is not None and elsewhere:
+        raise ValueError(f"studies (--study): expected studies of device {device}, got {elsewhere} of another")
     rows = [r for r in rows if r.get("device") == device]
     if not rows:
         raise ValueError(f"storage: no finished {backend}/{device} studies to freeze")

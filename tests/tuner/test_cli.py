@@ -199,10 +199,44 @@ def test_tune_freeze_takes_this_hosts_studies_from_a_journal_that_holds_another_
     optuna.load_study(study_name=other, storage=open_storage(storage)).set_user_attr("device", "x86_64-other-2t")
     assert main(["freeze", "--storage", storage, "--config-dir", str(tmp_path)]) == 2
     assert "expected exactly one device" in capsys.readouterr().err and not list(tmp_path.rglob("*.json"))
+    here = backends.get("cpu").facts().name
+    named = ["freeze", "--storage", storage, "--study", other, "--device", here, "--config-dir", str(tmp_path)]
+    assert main(named) == 2  # a study named for one device's table that another device decided
+    assert f"expected studies of device {here}, got ['{other}']" in capsys.readouterr().err
+    assert not list(tmp_path.rglob("*.json"))
     assert main([*argv, "--freeze", "--config-dir", str(tmp_path)]) == 0
     assert "froze 1 entries" in capsys.readouterr().out
-    here = backends.get("cpu").facts().name
     assert [p.name for p in tmp_path.rglob("*.json")] == [f"{here}.json"]
+
+
+def test_tune_freeze_writes_the_studies_it_decided_and_no_other(
+    storage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A study re-swept without --freeze stays out of the table when another is tuned with it:
+    `tune --freeze` merges the studies of its own run, `freeze --study` one by name, and a bare
+    `freeze` all of them. A name not in the journal writes nothing."""
+    quick = ["--storage", storage, "--trials", "2", "--rounds", "3", "--min-time", "0.002", "--json"]
+    other = ["tune", "--op", "l1", "--shape", "2^10", "--reduction", "sum", "--backend", "cpu", *quick]
+    assert main(other) == 0
+    (unfrozen,) = json.loads(capsys.readouterr().out)
+    assert main(["tune", *QUICK, *quick, "--freeze", "--config-dir", str(tmp_path)]) == 0
+    (decided,) = json.loads(capsys.readouterr().out.split("froze")[0])
+    (path,) = tmp_path.rglob("*.json")
+
+    def studies() -> list[str]:
+        return sorted(e["study"] for e in json.loads(path.read_text())["entries"])
+
+    assert studies() == [decided["study"]]
+    before = path.read_bytes()
+    assert main(["freeze", "--storage", storage, "--study", "no-such-study", "--config-dir", str(tmp_path)]) == 2
+    assert "--study" in (err := capsys.readouterr().err) and "no-such-study" in err
+    assert path.read_bytes() == before
+    assert main(["freeze", "--storage", storage, "--study", unfrozen["study"], "--config-dir", str(tmp_path)]) == 0
+    assert "froze 2 entries" in capsys.readouterr().out
+    assert studies() == sorted([decided["study"], unfrozen["study"]])
+    # the entry already there is carried as it was, byte for byte
+    (kept,) = (e for e in json.loads(path.read_text())["entries"] if e["study"] == decided["study"])
+    assert kept == next(e for e in json.loads(before)["entries"] if e["study"] == decided["study"])
 
 
 def test_bench_report_sweeps_sizes_and_layouts_and_writes_files(

@@ -122,8 +122,9 @@ class TuneOptions:
     rounds: int = 5
     trial_timeout_s: float = 10.0
     resweep: bool = False  # every earlier trial of the study is history (Sweep.first)
-    # how the finalists' rounds, and a confirmation's, take their samples; None: as bench --report's
-    # rows of the case's size (bench.grain_for: launch by launch on the CPU from 2^24 elements)
+    # how the sweep's trials, the finalists' rounds and a confirmation's take their samples; None: as
+    # bench --report's rows of the case's size (bench.grain_for: launch by launch on the CPU from 2^24
+    # elements); launch by launch, the size-matched copy runs between the launches (_grain)
     grain: timing.Grain | None = None
 
 
@@ -178,6 +179,23 @@ class _Bench:
     def bytes(self) -> int:
         return timing.bytes_moved(self.case.read_tensors(self.g, self.x, self.t), self.out)
 
+    @functools.cached_property
+    def copy(self) -> Callable[[int], object]:
+        """The size-matched copy bench --report's roofline rows time beside the kernel
+        (timing.copy_probe), run between a launch-by-launch sweep's launches (_grain)."""
+        return timing.copy_probe(str(self.out.device), self.bytes())[0]
+
+
+def _grain(bench: _Bench, opts: TuneOptions) -> timing.Grain:
+    """How a study times its case: TuneOptions.grain, or bench --report's grain for rows of the
+    case's size. Launch by launch, each launch follows the size-matched copy's, as in the report's
+    roofline rows: timed alone, launch after launch on one out, a 2^24 case's tensors stayed in the
+    Xeon's L3, where streamed stores lost (kl_div bfloat16 0-d: 1.6-1.9 ms against the default's
+    1.5), and the sweep never offered them to the finalists; with the copy between launches, the
+    regime the report measures, streamed stores with prefetch took 0.78x the default's time
+    (results/performance.md, section 108)."""
+    return opts.grain or grain_for(opts.backend, bench.case.numel)
+
 
 def name_for(case: Case, bench: _Bench, backend: str) -> str:
     ex = bench.executor(None)
@@ -202,6 +220,17 @@ def _choices(space: Space) -> dict[str, list[object]]:
 def _measure(bench: _Bench, config: Tiling, opts: TuneOptions) -> tuple[timing.Timing, Executor]:
     ex = bench.executor(config)
     return timing.measure(bench.runner(ex), bench.out.device, min_time_s=opts.min_time_s), ex
+
+
+def _trial_timing(bench: _Bench, ex: Executor, opts: TuneOptions) -> timing.Timing:
+    """A sweep trial's timing: run by run, the kernel's launches back to back; launch by launch
+    (_grain), each of its launches after one of the size-matched copy, the kernel's time alone kept."""
+    if _grain(bench, opts) is timing.Grain.LAUNCH:
+        runs = [bench.runner(ex), bench.copy]
+        return timing.interleaved(
+            runs, bench.out.device, rounds=1, min_time_s=opts.min_time_s, grain=timing.Grain.LAUNCH
+        )[0].summary()
+    return timing.measure(bench.runner(ex), bench.out.device, min_time_s=opts.min_time_s)
 
 
 def _objective(bench: _Bench, sweep: Sweep, opts: TuneOptions) -> Callable[[optuna.Trial], float]:
@@ -234,7 +263,7 @@ def _objective(bench: _Bench, sweep: Sweep, opts: TuneOptions) -> Callable[[optu
         once = timing.measure(bench.runner(ex), bench.out.device, warmup=0, min_time_s=0, min_runs=1, max_runs=1)
         if once.median_s > opts.trial_timeout_s:
             raise fail("timeout", f"one run took {once.median_s:.3g} s > {opts.trial_timeout_s} s")
-        result = timing.measure(bench.runner(ex), bench.out.device, min_time_s=opts.min_time_s)
+        result = _trial_timing(bench, ex, opts)
         trial.set_user_attr("timing", result.to_dict())
         trial.set_user_attr("config", config.to_dict())
         return result.median_s
@@ -590,11 +619,13 @@ def _finalists(
     # Launch by launch where the working set is out of every cache: at 2^24 the control's round
     # ratios spread 1.10-1.43x (median by case) run by run on the Zen 5 and 1.07-1.12x launch by
     # launch, and a 0.9x winner was kept in 4 of 6 tries against 6 of 6 (section 101).
-    grain = opts.grain or grain_for(opts.backend, bench.case.numel)
+    grain = _grain(bench, opts)
+    # launch by launch, the copy between the launches as in the sweep's trials (_grain); not a contender
+    between = [bench.copy] if grain is timing.Grain.LAUNCH else []
     load1 = [os.getloadavg()[0]]
     sched = timing.sched_times()
     timed = timing.interleaved(
-        runs, bench.out.device, rounds=opts.rounds, min_time_s=opts.min_time_s, seed=opts.seed, grain=grain
+        runs + between, bench.out.device, rounds=opts.rounds, min_time_s=opts.min_time_s, seed=opts.seed, grain=grain
     )
     summaries = [t.summary() for t in timed]
     medians = [t.median_s for t in timed]
@@ -606,7 +637,7 @@ def _finalists(
     if settled.switched:
         # the pick, timed again in rounds that did not pick it (confirm): the baseline, the winner
         # and the control, in a shuffled order of their own
-        again = [runs[baseline], runs[settled.winner], runs[n]]
+        again = [runs[baseline], runs[settled.winner], runs[n], *between]
         fresh = timing.interleaved(
             again, bench.out.device, rounds=opts.rounds, min_time_s=opts.min_time_s, seed=opts.seed + 1, grain=grain
         )
@@ -628,13 +659,15 @@ def _finalists(
         "p20_s": summaries[chosen].p20_s,
         "p80_s": summaries[chosen].p80_s,
         "default_median_s": default_median,
-        "vendor_median_s": medians[-1],
+        "vendor_median_s": medians[n + 1],
         "best_candidate": contenders[winner][0].to_dict(),
         # what the rounds timed: the default, the incumbent where the table had one, then the best
         # trials (TuneOptions.finalists), in that order
         "finalists": [c.to_dict() for c, _ in contenders],
         # how their rounds took their samples (timing.Grain); decisions before it have none: "run"
         "grain": grain.value,
+        # whether the size-matched copy ran between the launches, the sweep's and the rounds' (_grain)
+        "copy_between": bool(between),
         "best_candidate_gain": 1.0 - medians[winner] / default_median,
         "noise": settled.noise,
         # kept so that another gate can be replayed on the journal's decisions (performance.md,
@@ -655,7 +688,7 @@ def _finalists(
         "baseline_rounds_s": list(timed[baseline].medians),
         "confirm_baseline_rounds_s": fresh_baseline,
         "speedup_vs_default": default_median / medians[chosen],
-        "speedup_vs_vendor": medians[-1] / medians[chosen],
+        "speedup_vs_vendor": medians[n + 1] / medians[chosen],
         "bytes": nbytes,
         "gbps": nbytes / medians[chosen] / 1e9,
         # the host's 1-minute load average as the finalists started and ended, and its CPUs: what

@@ -128,6 +128,42 @@ def test_a_tune_holds_the_tables_exact_entry_to_the_gate_it_holds_a_challenger_t
     assert written["config"] == final["config"] and written.get("held", False) == (not final["switched"])
 
 
+@pytest.mark.parametrize("grain", [timing.Grain.LAUNCH, timing.Grain.RUN])
+def test_launch_by_launch_a_copy_runs_between_the_launches_stand_in_copy(
+    storage: str, monkeypatch: pytest.MonkeyPatch, grain: timing.Grain
+) -> None:
+    """Plumbing, with a stand-in for the copy that counts its runs: launch by launch, every sweep
+    trial and the finalists' rounds run the size-matched copy between the kernel's launches (the
+    regime bench --report's roofline rows time); run by run, never."""
+    sizes: list[int] = []
+    ran = [0]
+
+    def stand_in(device: str, nbytes_moved: int) -> tuple[object, int]:
+        sizes.append(nbytes_moved)
+
+        def run(_: int) -> None:
+            ran[0] += 1
+
+        return run, nbytes_moved
+
+    monkeypatch.setattr(st.timing, "copy_probe", stand_in)
+    swept = []  # the copy's runs when the sweep ended and the finalists' rounds began
+    finalists = st._finalists
+    monkeypatch.setattr(st, "_finalists", lambda *a, **k: (swept.append(ran[0]), finalists(*a, **k))[1])
+    opts = st.TuneOptions(storage=storage, min_time_s=0.002, rounds=3, trials=3, grain=grain)
+    result = st.tune_case(CASE, opts)
+    assert result.final["copy_between"] == (grain is timing.Grain.LAUNCH)
+    if grain is timing.Grain.RUN:
+        assert ran == [0] and sizes == []
+        return
+    assert sizes == [CASE.numel * 4 * 4]  # one copy, built once, for l1's traffic: a full g, x and t read, out written
+    study = optuna.load_study(study_name=result.name, storage=st.open_storage(storage))
+    trials = [t for t in study.trials if t.state is optuna.trial.TrialState.COMPLETE]
+    launches = sum(t.user_attrs["timing"]["n"] for t in trials)
+    # a copy for each timed launch of a trial (interleaved's warm-ups add theirs), then more in the rounds
+    assert ran[0] > swept[0] >= launches >= timing.MIN_RUNS * len(trials)
+
+
 def test_freeze_writes_the_commit_a_decision_was_measured_at(
     storage: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

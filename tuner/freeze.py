@@ -150,20 +150,18 @@ def freeze(
     table keeps every other entry as it was. Merging the whole journal there rewrote the entries
     of studies the user had re-swept without freezing (results/performance.md, section 108). Each
     must be a finished study of ``backend`` in storage, or nothing is written."""
-    every = study_rows(storage)
+    rows = [r for r in study_rows(storage) if r.get("backend") == backend and isinstance(r.get("final"), dict)]
     if studies is not None:
         wanted = set(studies)
         if not wanted:
             raise ValueError("studies (--study): expected at least one study name, got none")
-        finished = {str(r["study"]) for r in every if r.get("backend") == backend and isinstance(r.get("final"), dict)}
-        missing = sorted(wanted - finished)
+        missing = sorted(wanted - {str(r["study"]) for r in rows})
         if missing:
             raise ValueError(
                 f"studies (--study): expected finished {backend} studies in {storage or 'the default journal'},"
                 f" got {missing} (not there, not {backend}, or never decided)"
             )
-        every = [r for r in every if r["study"] in wanted]
-    rows = [r for r in every if r.get("backend") == backend and isinstance(r.get("final"), dict)]
+        rows = [r for r in rows if r["study"] in wanted]
     if not rows:
         raise ValueError(f"storage: no finished {backend} studies to freeze in {storage or 'the default journal'}")
     if device is None:
@@ -173,8 +171,7 @@ def freeze(
                 f"device: expected exactly one device among the {backend} studies, got {devices or 'none'}"
             )
         device = devices[0]
-    elsewhere = sorted(str(r["study"]) for r in rows if r.get("device") != device)
-    if studies is not None and elsewhere:
+    if studies is not None and (elsewhere := sorted(str(r["study"]) for r in rows if r.get("device") != device)):
         raise ValueError(f"studies (--study): expected studies of device {device}, got {elsewhere} of another")
     rows = [r for r in rows if r.get("device") == device]
     if not rows:

@@ -217,11 +217,6 @@ def _choices(space: Space) -> dict[str, list[object]]:
     return {name: [v.value if isinstance(v, Variant) else v for v in values] for name, values in space.knobs}
 
 
-def _measure(bench: _Bench, config: Tiling, opts: TuneOptions) -> tuple[timing.Timing, Executor]:
-    ex = bench.executor(config)
-    return timing.measure(bench.runner(ex), bench.out.device, min_time_s=opts.min_time_s), ex
-
-
 def _trial_timing(bench: _Bench, ex: Executor, opts: TuneOptions) -> timing.Timing:
     """A sweep trial's timing: run by run, the kernel's launches back to back; launch by launch
     (_grain), each of its launches after one of the size-matched copy, the kernel's time alone kept."""

@@ -1,0 +1,91 @@
+"""kernels.accuracy's check itself: the bar it applies, and that working in chunks (accuracy.CHUNK)
+judges a tensor as one piece would. The tensors here span several chunks, and the element each
+test plants sits past the first."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels import accuracy
+
+N = 3 * accuracy.CHUNK + 7  # three whole chunks and a short one
+
+
+def _frexp_ulp(ref: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The spacing as the bar defined it before the bit arithmetic: frexp, clamp, pow."""
+    _, exp = torch.frexp(ref.abs())
+    lead = torch.clamp(exp.double() - 1, min=accuracy.MIN_EXP[dtype])
+    return torch.pow(2.0, lead - accuracy.MANTISSA[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_ulp_from_the_bits_equals_frexp_and_pow(dtype: torch.dtype) -> None:
+    gen = torch.Generator().manual_seed(0)
+    spread = torch.randn(20000, generator=gen, dtype=torch.float64)
+    spread = spread * torch.exp2(torch.randint(-1080, 1000, (20000,), generator=gen).double())
+    edges = [0.0, -0.0, 5e-324, 2.2250738585072014e-308, 1.4e-45, 6e-8, 0.5, 1.0, 3.0, 65504.0, 3.4e38, 1.7e308]
+    values = torch.cat([torch.tensor(edges, dtype=torch.float64), spread])
+    values = values[torch.isfinite(values)]
+    assert torch.equal(accuracy.ulp(values, dtype), _frexp_ulp(values, dtype))
+    assert accuracy.ulp(torch.tensor([1.0], dtype=torch.float64), dtype).item() == 2.0 ** -accuracy.MANTISSA[dtype]
+
+
+def _pair(dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    ref = torch.randn(N, generator=torch.Generator().manual_seed(1), dtype=torch.float64) + 3.0
+    return ref.to(dtype), ref
+
+
+def test_exact_rounding_passes_and_an_element_off_in_the_last_chunk_fails() -> None:
+    out, ref = _pair(torch.bfloat16)
+    assert accuracy.mismatch(out, ref) is None
+    out[N - 3] = out[N - 3] * 1.5
+    msg = accuracy.mismatch(out, ref)
+    assert msg is not None and msg.startswith(f"1 of {N} elements off")
+    assert f"got {out[N - 3].double().item()!r}" in msg
+
+
+def test_counts_every_chunk_and_names_the_worst_element() -> None:
+    out, ref = _pair()
+    out[5] += 1e-3  # first chunk
+    out[accuracy.CHUNK + 9] += 1e-1  # second chunk: the worst
+    out[3 * accuracy.CHUNK + 2] += 1e-2  # the short last one
+    msg = accuracy.mismatch(out, ref)
+    assert msg is not None and msg.startswith(f"3 of {N} elements off")
+    assert f"got {out[accuracy.CHUNK + 9].double().item()!r}" in msg
+
+
+def test_a_nan_mismatch_outranks_an_earlier_bad_value_and_names_its_place() -> None:
+    out, ref = _pair()
+    out = out.reshape(-1, 1)
+    ref = ref.reshape(-1, 1)
+    out[2, 0] += 1.0  # off, in the first chunk
+    out[2 * accuracy.CHUNK + 1, 0] = float("nan")
+    assert accuracy.mismatch(out, ref) == f"NaN mismatch at {[[2 * accuracy.CHUNK + 1, 0]]}"
+    ref[N - 1, 0] = float("nan")  # a NaN the out lacks, in the last chunk: the second place
+    assert accuracy.mismatch(out, ref) == f"NaN mismatch at {[[2 * accuracy.CHUNK + 1, 0], [N - 1, 0]]}"
+
+
+def test_an_infinity_the_reference_does_not_round_to_fails() -> None:
+    out, ref = _pair(torch.float16)
+    ref[accuracy.CHUNK + 4] = 1e6  # rounds to float16's infinity
+    out[accuracy.CHUNK + 4] = float("inf")
+    assert accuracy.mismatch(out, ref) is None  # the same infinity
+    out[accuracy.CHUNK + 4] = 65504.0
+    assert accuracy.mismatch(out, ref) == "infinities differ"
+
+
+def test_relative_bar_of_a_broadcast_scale_applies_in_every_chunk() -> None:
+    out, ref = _pair()
+    out[2 * accuracy.CHUNK + 5] += 2e-4
+    # A 0-d scale, broadcast over every chunk: 1e-5 of 100 carries the 2e-4, of 10 does not.
+    assert accuracy.mismatch(out, ref, 0.0, rel_to=torch.tensor(100.0, dtype=torch.float64), rel=1e-5) is None
+    msg = accuracy.mismatch(out, ref, 0.0, rel_to=torch.tensor(10.0, dtype=torch.float64), rel=1e-5)
+    assert msg is not None and msg.startswith(f"1 of {N} elements off") and "> tol 0.0001" in msg
+
+
+def test_zero_d_and_empty() -> None:
+    ref = torch.tensor(2.0, dtype=torch.float64)
+    assert accuracy.mismatch(torch.tensor(2.0), ref) is None
+    assert accuracy.mismatch(torch.tensor(float("nan")), ref) == "NaN mismatch at [[]]"
+    assert accuracy.mismatch(torch.empty(0, 5), torch.empty(0, 5, dtype=torch.float64)) is None

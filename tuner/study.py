@@ -31,6 +31,7 @@ import statistics
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 import optuna
@@ -186,6 +187,17 @@ class _Bench:
         return timing.copy_probe(str(self.out.device), self.bytes())[0]
 
 
+class Timed(str, Enum):
+    """How a sweep times its trials (_trial_timing), tagged on each (Sweep.timed)."""
+
+    RUN = "run"  # timing.measure: run by run, the kernel's launches back to back
+    LAUNCH_COPY = "launch+copy"  # launch by launch, each launch after the size-matched copy's
+
+
+def _timed(bench: _Bench, opts: TuneOptions) -> Timed:
+    return Timed.LAUNCH_COPY if _grain(bench, opts) is timing.Grain.LAUNCH else Timed.RUN
+
+
 def _grain(bench: _Bench, opts: TuneOptions) -> timing.Grain:
     """How a study times its case: TuneOptions.grain, or bench --report's grain for rows of the
     case's size. Launch by launch, each launch follows the size-matched copy's, as in the report's
@@ -220,7 +232,7 @@ def _choices(space: Space) -> dict[str, list[object]]:
 def _trial_timing(bench: _Bench, ex: Executor, opts: TuneOptions) -> timing.Timing:
     """A sweep trial's timing: run by run, the kernel's launches back to back; launch by launch
     (_grain), each of its launches after one of the size-matched copy, the kernel's time alone kept."""
-    if _grain(bench, opts) is timing.Grain.LAUNCH:
+    if _timed(bench, opts) is Timed.LAUNCH_COPY:
         runs = [bench.runner(ex), bench.copy]
         return timing.interleaved(
             runs, bench.out.device, rounds=1, min_time_s=opts.min_time_s, grain=timing.Grain.LAUNCH
@@ -322,6 +334,16 @@ class Sweep:
     ``first``: the first trial number of the sweep, where ``tune --resweep`` started one (the study's
     ``sweep_from``). It is for what neither hash sees: an edit of the backend's gates (cpu.py) that
     changes which loops run, or trials from before the kernel tag measured on loops since edited.
+
+    ``timed``: how the sweep times a trial (a Timed value, _trial_timing); a trial timed otherwise
+    ranks on another clock and is history. A finished trial from before the tag was timed run by run
+    (timing.measure, as every sweep was before bd45c9b), so it counts in a run-by-run sweep. In a
+    launch-by-launch one it counts (``untimed``) only beside a decision whose rounds ran the copy
+    between the launches (``copy_between``: the studies session 88 swept again from scratch), and
+    never once a sweep has set such trials aside (the study's ``untimed_history``). Timed alone, a
+    2^24 case's tensors stayed in the Xeon's L3 and ranked streamed stores last; between copies they
+    took 0.78x the default's time (results/performance.md, section 108): mixed, the finalists were
+    picked from two regimes.
     """
 
     space: Space
@@ -329,9 +351,11 @@ class Sweep:
     same: frozenset[str] = frozenset()
     untagged: bool = True
     first: int = 0
+    timed: Timed = Timed.RUN
+    untimed: bool = True
 
     @classmethod
-    def of(cls, study: optuna.Study, space: Space, backend: str, op: str) -> Sweep:
+    def of(cls, study: optuna.Study, space: Space, backend: str, op: str, timed: Timed = Timed.RUN) -> Sweep:
         current, attrs = frozen.current_hashes(backend, op), study.user_attrs
         final = attrs.get("final")
         untagged, same = not attrs.get("untagged_history"), frozenset[str]()
@@ -340,14 +364,21 @@ class Sweep:
                 same = frozenset(final.get("same_kernels", ())) - {current[0]}
             else:  # the decision is an older kernel's: so are its untagged trials
                 untagged = False
-        return cls(space, current[0], same, untagged, int(attrs.get("sweep_from", 0)))
+        between = isinstance(final, dict) and final.get("copy_between") is True
+        untimed = timed is Timed.RUN or (between and not attrs.get("untimed_history"))
+        return cls(space, current[0], same, untagged, int(attrs.get("sweep_from", 0)), timed, untimed)
 
     def tags(self) -> dict[str, object]:
         """The user attributes that place a new trial in this sweep."""
-        return {"space_hash": self.space.hash, "kernel_hash": self.kernel}
+        return {"space_hash": self.space.hash, "kernel_hash": self.kernel, "timed": self.timed.value}
 
     def holds(self, trial: optuna.trial.FrozenTrial) -> bool:
         if trial.number < self.first or not _of_space(trial, self.space):
+            return False
+        # a queued point has not been timed: it takes this sweep's tag when it runs (_objective)
+        timed = trial.user_attrs.get("timed")
+        queued = trial.state == optuna.trial.TrialState.WAITING
+        if not queued and not (self.untimed if timed is None else timed == self.timed.value):
             return False
         tag = trial.user_attrs.get("kernel_hash")
         return self.untagged if tag is None else tag == self.kernel or tag in self.same
@@ -767,9 +798,11 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
         rest = [c for c in space if c not in start]
         random.Random(opts.seed).shuffle(rest)
         start += rest
-    sweep = Sweep.of(study, space, opts.backend, case.op.value)
+    sweep = Sweep.of(study, space, opts.backend, case.op.value, _timed(bench, opts))
     if not sweep.untagged:  # once set aside, for good: this sweep's decision will be today's kernel's
         study.set_user_attr("untagged_history", True)
+    if not sweep.untimed:  # likewise: the decision will record copy_between, and must not take them back
+        study.set_user_attr("untimed_history", True)
     _reclaim_interrupted(study)
     _supersede_waiting(study, sweep)
     _enqueue_once(study, sweep, start)

@@ -175,6 +175,37 @@ def test_tuning_figures_leave_out_trials_of_an_edited_kernel(tmp_path: Path) -> 
     assert trials["current"].tolist() == [False, False, False, False, False, True, True]
 
 
+@pytest.mark.parametrize("between", [False, True], ids=["decided-timed-alone", "decided-between-copies"])
+def test_tuning_figures_agree_with_the_sweep_on_how_trials_were_timed(tmp_path: Path, between: bool) -> None:
+    """Trials from before the timing tag (timed run by run), then a launch-by-launch sweep's: the
+    figures keep as current exactly the trials tuner.study.Sweep.holds counts, beside a decision
+    timed alone (the old ones are history) or between copies (both count)."""
+    import optuna
+    import torch
+
+    from kernels.modes import Op, Reduction
+    from tuner import study as st
+    from tuner.problems import Case
+
+    storage = str(tmp_path / "journal.log")
+    case = Case(Op.L1, torch.float32, (1 << 12,), Reduction.NONE)
+    space = st._Bench.make(case, "cpu").executor(None).space
+    study = optuna.create_study(study_name="l1-timed", storage=st.open_storage(storage))
+    dists = {name: optuna.distributions.CategoricalDistribution(values) for name, values in st._choices(space).items()}
+    today = st.Sweep.of(study, space, "cpu", "l1").kernel
+    for i, config in enumerate(space.sample(4, seed=5)):
+        tags = {"space_hash": space.hash, "kernel_hash": today} | ({"timed": "launch+copy"} if i >= 2 else {})
+        params = st._params(space, config)
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=1e-4, user_attrs=tags))
+    study.set_user_attr("space_hash", space.hash)
+    study.set_user_attr("final", {"kernel_hash": today, "config": {}, "copy_between": between})
+
+    trials = loaders.load_tuning(storage).sort_values("trial")
+    assert trials["current"].tolist() == [between, between, True, True]
+    sweep = st.Sweep.of(study, space, "cpu", "l1", st.Timed.LAUNCH_COPY)
+    assert [sweep.holds(t) for t in study.get_trials(deepcopy=False)] == trials["current"].tolist()
+
+
 def test_frozen_loader_reads_the_shipped_tables() -> None:
     frozen = loaders.load_frozen()
     assert not frozen.empty and {"op", "dtype", "config", "tuned", "file"} <= set(frozen.columns)

@@ -63,9 +63,15 @@ def mismatch(
     worst: tuple[float, float, float, float, float] | None = None  # score, got, ref, err, tol
     for start in range(0, got_flat.numel(), CHUNK):
         part = slice(start, start + CHUNK)
-        got = got_flat[part].cpu().double()
         want = ref_flat[part].cpu().double()
-        rounded = want.to(out.dtype).double()
+        native, rounded_native = got_flat[part].cpu(), want.to(out.dtype)
+        if torch.equal(native, rounded_native):
+            # The reference correctly rounded, in every element (no NaN: NaN equals nothing): each is
+            # within half the dtype's spacing at its value, inside every bar. A 16-bit kernel's chunks
+            # are so as a rule, and pass without the float64 arithmetic below.
+            finite_n += int(torch.isfinite(rounded_native).sum())
+            continue
+        got, rounded = native.double(), rounded_native.double()
         nan = torch.isnan(want)
         nan_differs = torch.isnan(got) != nan
         if len(nan_at) < 5 and nan_differs.any():

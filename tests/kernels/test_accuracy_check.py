@@ -89,3 +89,14 @@ def test_zero_d_and_empty() -> None:
     assert accuracy.mismatch(torch.tensor(2.0), ref) is None
     assert accuracy.mismatch(torch.tensor(float("nan")), ref) == "NaN mismatch at [[]]"
     assert accuracy.mismatch(torch.empty(0, 5), torch.empty(0, 5, dtype=torch.float64)) is None
+
+
+def test_a_chunk_equal_to_the_rounded_reference_counts_its_finite_elements_alone() -> None:
+    """A chunk equal to the reference rounded passes whole (mismatch's shortcut); its infinities
+    are left out of the count of finite elements, as the float64 path leaves them out."""
+    out, ref = _pair(torch.float16)
+    ref[7] = 1e6  # rounds to float16's infinity, in a chunk that is otherwise exact
+    out[7] = float("inf")
+    out[2 * accuracy.CHUNK] = out[2 * accuracy.CHUNK] * 2
+    msg = accuracy.mismatch(out, ref)
+    assert msg is not None and msg.startswith(f"1 of {N - 1} elements off")

@@ -817,7 +817,8 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     history = sum(1 for t in complete if _of_space(t, space) and not sweep.holds(t))
     if history and attempts:  # a kernel edit costs the whole sweep: say why this resume measures again
-        log.warning("%s: %d trials of earlier sweeps (other loops, or --resweep) kept as history", name, history)
+        why = "other loops or timing, or --resweep"
+        log.warning("%s: %d trials of earlier sweeps (%s) kept as history", name, history, why)
 
     def at_budget(s: optuna.Study, t: optuna.trial.FrozenTrial) -> None:
         # The budget is the study's, shared by every worker on it (optuna's MaxTrialsCallback pattern).

@@ -396,7 +396,7 @@ def test_a_study_resumed_after_a_kernel_edit_sweeps_its_grid_again(
     assert len(new) == 4 and all(t.user_attrs["kernel_hash"] == today for t in new)
     assert result.final["trial"] not in range(4) and result.final["median_s"] > 1e-6
     assert result.final["kernel_hash"] == today and "same_kernels" not in result.final
-    assert "4 trials of earlier sweeps (other loops, or --resweep) kept as history" in caplog.text  # told why
+    assert "4 trials of earlier sweeps (other loops or timing, or --resweep) kept as history" in caplog.text  # told why
     # and a later resume, its decision now on today's kernel, does not take the old trials back
     again = st.tune_case(CASE, st.TuneOptions(storage=storage, sampler="grid", trials=4, min_time_s=0.002, rounds=2))
     assert len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))) == 8
@@ -433,7 +433,7 @@ def test_trials_timed_alone_are_history_in_a_launch_by_launch_sweep(
     new = complete[3:]
     assert len(new) == 3 and all(t.user_attrs["timed"] == "launch+copy" for t in new)
     assert result.final["trial"] not in range(3) and result.final["copy_between"]
-    assert "3 trials of earlier sweeps" in caplog.text
+    assert "3 trials of earlier sweeps (other loops or timing, or --resweep)" in caplog.text
     # resumed, its decision now recording copy_between, it does not take the old trials back
     st.tune_case(CASE, opts)
     sweep = st.Sweep.of(study, space, "cpu", CASE.op.value, st.Timed.LAUNCH_COPY)

@@ -143,10 +143,12 @@ def _current_sweep(trials: list[optuna.trial.FrozenTrial], attrs: dict) -> Calla
     the ones restamp carried it across), unless a later trial's kernel is none of them (a sweep on
     new loops under way): then that kernel's alone. A trial from before the kernel tag belongs with
     the decision's kernels, unless a sweep has set such trials aside (``untagged_history``). None
-    before ``sweep_from`` (``tune --resweep``) belongs. A trial carries how it was timed (``timed``);
-    the latest such tag is the sweep's, and a trial from before it was timed run by run, so it belongs
-    to a run-by-run sweep, or beside a decision whose rounds ran the copy between launches unless a
-    sweep has set such trials aside (``untimed_history``): Sweep.holds' rule."""
+    before ``sweep_from`` (``tune --resweep``) belongs. A finished trial carries how it was timed
+    (``timed``; one from before the tag as tuner.study.untagged_timing reads the study): the latest
+    finished trial's clock is the sweep's, and a finished trial on another clock is history, as
+    Sweep.holds has it."""
+    from tuner.study import untagged_timing  # here, as load_tuning's: the figures' import stays light
+
     space_hash, final, first = attrs.get("space_hash"), attrs.get("final"), int(attrs.get("sweep_from", 0))
     knobs = {frozenset(t.params) for t in trials if t.params and t.user_attrs.get("space_hash") == space_hash}
     tagged = [
@@ -156,10 +158,9 @@ def _current_sweep(trials: list[optuna.trial.FrozenTrial], attrs: dict) -> Calla
     untagged = not attrs.get("untagged_history")
     if tagged and tagged[-1] not in kernels:
         kernels, untagged = {tagged[-1]}, untagged and not isinstance(final, dict)  # a stale decision: theirs
-    timed = [t.user_attrs["timed"] for t in sorted(trials, key=lambda t: t.number) if t.user_attrs.get("timed")]
-    clock = timed[-1] if timed else "run"
-    between = isinstance(final, dict) and final.get("copy_between") is True
-    untimed = clock == "run" or (between and not attrs.get("untimed_history"))
+    before = untagged_timing(attrs).value
+    done = sorted((t for t in trials if t.state == optuna.trial.TrialState.COMPLETE), key=lambda t: t.number)
+    clock = done[-1].user_attrs.get("timed", before) if done else before
 
     def of_space(t: optuna.trial.FrozenTrial) -> bool:
         tag = t.user_attrs.get("space_hash")
@@ -168,8 +169,8 @@ def _current_sweep(trials: list[optuna.trial.FrozenTrial], attrs: dict) -> Calla
         return not knobs or frozenset(t.params) in knobs
 
     def current(t: optuna.trial.FrozenTrial) -> bool:
-        tag, how = t.user_attrs.get("kernel_hash"), t.user_attrs.get("timed")
-        if not (untimed if how is None else how == clock):
+        tag = t.user_attrs.get("kernel_hash")
+        if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("timed", before) != clock:
             return False
         return t.number >= first and of_space(t) and (untagged if tag is None else tag in kernels)
 

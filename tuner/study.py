@@ -335,15 +335,18 @@ class Sweep:
     ``sweep_from``). It is for what neither hash sees: an edit of the backend's gates (cpu.py) that
     changes which loops run, or trials from before the kernel tag measured on loops since edited.
 
-    ``timed``: how the sweep times a trial (a Timed value, _trial_timing); a trial timed otherwise
-    ranks on another clock and is history. A finished trial from before the tag was timed run by run
-    (timing.measure, as every sweep was before bd45c9b), so it counts in a run-by-run sweep. In a
-    launch-by-launch one it counts (``untimed``) only beside a decision whose rounds ran the copy
-    between the launches (``copy_between``: the studies session 88 swept again from scratch), and
-    never once a sweep has set such trials aside (the study's ``untimed_history``). Timed alone, a
-    2^24 case's tensors stayed in the Xeon's L3 and ranked streamed stores last; between copies they
-    took 0.78x the default's time (results/performance.md, section 108): mixed, the finalists were
-    picked from two regimes.
+    ``timed``: how the sweep times a trial (a Timed value, _trial_timing); a finished trial timed
+    otherwise ranked on another clock and is history. Timed alone, a 2^24 case's tensors stayed in
+    the Xeon's L3 and ranked streamed stores last; between copies they took 0.78x the default's time
+    (results/performance.md, section 108): mixed, the finalists were picked from two regimes. Only a
+    finished (COMPLETE) trial has a time: a queued point takes the sweep's tag when it runs
+    (_objective), and a failed one failed on the kernel, not the clock.
+
+    ``untagged_timed``: how the trials from before the tag were timed (untagged_timing). Every sweep
+    timed its trials run by run before bd45c9b, and launch by launch with the copy between after it,
+    and only the studies session 88 swept again from scratch were swept after it untagged: so it is
+    read off the study's decision at the first sweep that sees it (``copy_between``) and recorded on
+    the study (``untagged_timed``), since that sweep's own decision will say how it timed, not them.
     """
 
     space: Space
@@ -352,7 +355,7 @@ class Sweep:
     untagged: bool = True
     first: int = 0
     timed: Timed = Timed.RUN
-    untimed: bool = True
+    untagged_timed: Timed = Timed.RUN
 
     @classmethod
     def of(cls, study: optuna.Study, space: Space, backend: str, op: str, timed: Timed = Timed.RUN) -> Sweep:
@@ -364,9 +367,8 @@ class Sweep:
                 same = frozenset(final.get("same_kernels", ())) - {current[0]}
             else:  # the decision is an older kernel's: so are its untagged trials
                 untagged = False
-        between = isinstance(final, dict) and final.get("copy_between") is True
-        untimed = timed is Timed.RUN or (between and not attrs.get("untimed_history"))
-        return cls(space, current[0], same, untagged, int(attrs.get("sweep_from", 0)), timed, untimed)
+        first = int(attrs.get("sweep_from", 0))
+        return cls(space, current[0], same, untagged, first, timed, untagged_timing(attrs))
 
     def tags(self) -> dict[str, object]:
         """The user attributes that place a new trial in this sweep."""
@@ -375,13 +377,21 @@ class Sweep:
     def holds(self, trial: optuna.trial.FrozenTrial) -> bool:
         if trial.number < self.first or not _of_space(trial, self.space):
             return False
-        # a queued point has not been timed: it takes this sweep's tag when it runs (_objective)
-        timed = trial.user_attrs.get("timed")
-        queued = trial.state == optuna.trial.TrialState.WAITING
-        if not queued and not (self.untimed if timed is None else timed == self.timed.value):
+        timed = trial.user_attrs.get("timed", self.untagged_timed.value)
+        if trial.state == optuna.trial.TrialState.COMPLETE and timed != self.timed.value:
             return False
         tag = trial.user_attrs.get("kernel_hash")
         return self.untagged if tag is None else tag == self.kernel or tag in self.same
+
+
+def untagged_timing(attrs: dict[str, object]) -> Timed:
+    """How a study's trials from before the timing tag were timed (Sweep.untagged_timed): as the
+    study records it, else as its decision's rounds were (``copy_between``: swept after bd45c9b)."""
+    recorded, final = attrs.get("untagged_timed"), attrs.get("final")
+    if recorded is not None:
+        return Timed(recorded)
+    between = isinstance(final, dict) and final.get("copy_between") is True
+    return Timed.LAUNCH_COPY if between else Timed.RUN
 
 
 def restamped_final(final: dict[str, object], kernel: str) -> dict[str, object]:
@@ -801,8 +811,8 @@ def tune_case(case: Case, opts: TuneOptions, progress: Callable[[], None] | None
     sweep = Sweep.of(study, space, opts.backend, case.op.value, _timed(bench, opts))
     if not sweep.untagged:  # once set aside, for good: this sweep's decision will be today's kernel's
         study.set_user_attr("untagged_history", True)
-    if not sweep.untimed:  # likewise: the decision will record copy_between, and must not take them back
-        study.set_user_attr("untimed_history", True)
+    if "untagged_timed" not in study.user_attrs:  # read off the decision this sweep will replace
+        study.set_user_attr("untagged_timed", sweep.untagged_timed.value)
     _reclaim_interrupted(study)
     _supersede_waiting(study, sweep)
     _enqueue_once(study, sweep, start)

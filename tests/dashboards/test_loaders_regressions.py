@@ -177,9 +177,9 @@ def test_tuning_figures_leave_out_trials_of_an_edited_kernel(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("between", [False, True], ids=["decided-timed-alone", "decided-between-copies"])
 def test_tuning_figures_agree_with_the_sweep_on_how_trials_were_timed(tmp_path: Path, between: bool) -> None:
-    """Trials from before the timing tag (timed run by run), then a launch-by-launch sweep's: the
-    figures keep as current exactly the trials tuner.study.Sweep.holds counts, beside a decision
-    timed alone (the old ones are history) or between copies (both count)."""
+    """Trials from before the timing tag, then a launch-by-launch sweep's, then a run-by-run one's:
+    the figures keep as current exactly the trials tuner.study.Sweep.holds counts for the latest
+    clock, beside a decision timed alone (the untagged were timed run by run) or between copies."""
     import optuna
     import torch
 
@@ -203,6 +203,14 @@ def test_tuning_figures_agree_with_the_sweep_on_how_trials_were_timed(tmp_path: 
     trials = loaders.load_tuning(storage).sort_values("trial")
     assert trials["current"].tolist() == [between, between, True, True]
     sweep = st.Sweep.of(study, space, "cpu", "l1", st.Timed.LAUNCH_COPY)
+    assert [sweep.holds(t) for t in study.get_trials(deepcopy=False)] == trials["current"].tolist()
+    # then a run-by-run sweep's trial: its clock is the latest; the untagged are of it where timed so
+    run = {"space_hash": space.hash, "kernel_hash": today, "timed": "run"}
+    params = st._params(space, space.default)
+    study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=1e-4, user_attrs=run))
+    trials = loaders.load_tuning(storage).sort_values("trial")
+    assert trials["current"].tolist() == [not between, not between, False, False, True]
+    sweep = st.Sweep.of(study, space, "cpu", "l1", st.Timed.RUN)
     assert [sweep.holds(t) for t in study.get_trials(deepcopy=False)] == trials["current"].tolist()
 
 

@@ -100,3 +100,61 @@ def test_a_chunk_equal_to_the_rounded_reference_counts_its_finite_elements_alone
     out[2 * accuracy.CHUNK] = out[2 * accuracy.CHUNK] * 2
     msg = accuracy.mismatch(out, ref)
     assert msg is not None and msg.startswith(f"1 of {N - 1} elements off")
+
+
+def test_a_bar_under_one_ulp_takes_no_shortcut() -> None:
+    """The shortcut holds for bars of 1 ulp or more: a 16-bit reference reaches its dtype through
+    float32, two roundings, a hair over half a spacing; and with no ulps at all (float32's summed
+    bar) even the correctly rounded value is off."""
+    assert accuracy.mismatch(torch.tensor([0.1]), torch.tensor([0.1], dtype=torch.float64), 0.0) is not None
+    twice = torch.tensor([1 + 2**-8 + 2**-30], dtype=torch.float64)
+    assert accuracy.mismatch(twice.to(torch.bfloat16), twice, 0.5) is not None
+    assert accuracy.mismatch(twice.to(torch.bfloat16), twice, 1.0) is None
+    tiny = torch.tensor([1e-41], dtype=torch.float64)
+    assert accuracy.mismatch(tiny.float(), tiny, 0.0, rel_to=tiny.abs(), rel=1e-5) is not None
+
+
+def test_a_nan_bar_in_a_later_chunk_is_the_worst_element_as_in_one_piece(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = torch.zeros(N)
+    out[0] = 1.0
+    ref = torch.zeros(N, dtype=torch.float64)
+    scale = torch.ones(N, dtype=torch.float64)
+    scale[accuracy.CHUNK + 5] = float("nan")
+    chunked = accuracy.mismatch(out, ref, 0.0, rel_to=scale, rel=1e-5)
+    assert chunked == f"1 of {N} elements off: e.g. got 0.0, ref 0.0, err 0 > tol nan"
+    monkeypatch.setattr(accuracy, "CHUNK", 1 << 30)  # one piece
+    assert accuracy.mismatch(out, ref, 0.0, rel_to=scale, rel=1e-5) == chunked
+
+
+def test_chunks_of_four_read_as_one_piece(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seeded random tensors (NaN, infinities, values off, subnormal and huge magnitudes, relative
+    scales with NaN and infinities, every ulps): the message from chunks of 4 is the one-piece one."""
+    gen = torch.Generator().manual_seed(7)
+
+    def draw(high: int) -> int:
+        return int(torch.randint(0, high, (1,), generator=gen))
+
+    for _ in range(600):
+        dtype = (torch.float32, torch.float16, torch.bfloat16)[draw(3)]
+        n = (0, 1, 3, 4, 5, 9, 17)[draw(7)]
+        ref = torch.randn(n, generator=gen, dtype=torch.float64) * 10.0 ** (draw(46) - 40)
+        out = ref.to(dtype)
+        for _ in range(draw(4) if n else 0):
+            j, kind = draw(n), draw(6)
+            if kind == 0:
+                out[j] = out[j] * (1 + (1e-3, 1e-2, 1e-7)[draw(3)])
+            elif kind in (1, 2):
+                (out if kind == 1 else ref)[j] = float("nan")
+            elif kind in (3, 4):
+                (out if kind == 3 else ref)[j] = float("inf")
+        ulps = (None, 0.0, 0.5, 1.0, 4.0)[draw(5)]
+        extra: dict[str, object] = {}
+        if n and draw(3) == 0:
+            scale = torch.rand(n, generator=gen, dtype=torch.float64) * 10.0 ** (draw(5) - 3)
+            if draw(3) == 0:
+                scale[draw(n)] = (float("nan"), float("inf"))[draw(2)]
+            extra = {"rel_to": scale, "rel": (0.0, 1e-5, 1e-2)[draw(3)]}
+        monkeypatch.setattr(accuracy, "CHUNK", 4)
+        chunked = accuracy.mismatch(out, ref, ulps, **extra)
+        monkeypatch.setattr(accuracy, "CHUNK", 1 << 30)
+        assert accuracy.mismatch(out, ref, ulps, **extra) == chunked, (dtype, n, ulps, extra)

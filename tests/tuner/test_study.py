@@ -406,29 +406,32 @@ def test_a_study_resumed_after_a_kernel_edit_sweeps_its_grid_again(
 
 
 @pytest.mark.parametrize("between", [False, True], ids=["decided-timed-alone", "decided-between-copies"])
-def test_trials_timed_alone_are_history_in_a_launch_by_launch_sweep(
+def test_trials_timed_on_another_clock_are_history(
     storage: str, between: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Trials from before the timing tag were timed run by run (timing.measure). A launch-by-launch
-    sweep, which runs the copy between launches, sets them aside beside a decision timed so too
-    (they were picked in another regime: section 108), and for good once it has; beside a decision
-    whose rounds ran the copy between (a sweep from scratch after bd45c9b) they count."""
+    """Trials from before the timing tag were timed as the study's decision says: run by run before
+    bd45c9b, between copies after it (copy_between). A launch-by-launch sweep, which runs the copy
+    between launches, sets the first kind aside (picked in another regime: section 108) and counts
+    the second; a run-by-run sweep the other way round. The first sweep records how they were timed,
+    so its own decision does not change it. A failed trial failed on its kernel, on any clock."""
     bench = st._Bench.make(CASE, "cpu")
     space = bench.executor(None).space
     study = optuna.create_study(study_name=st.name_for(CASE, bench, "cpu"), storage=st.open_storage(storage))
     today = frozen.kernel_hash("cpu", CASE.op.value)
     _old_kernel_trials(study, space, today, 3)  # today's loops, no timing tag, impossible times
     study.set_user_attr("final", _final_on(today) | {"copy_between": between, "grain": "launch"})
-    opts = st.TuneOptions(
-        storage=storage, sampler="grid", trials=3, min_time_s=0.002, rounds=2, grain=timing.Grain.LAUNCH
-    )
+    launch = timing.Grain.LAUNCH
+    opts = st.TuneOptions(storage=storage, sampler="grid", trials=3, min_time_s=0.002, rounds=2, grain=launch)
 
     result = st.tune_case(CASE, opts)
 
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    old = complete[:3]
+    assert study.user_attrs["untagged_timed"] == ("launch+copy" if between else "run")
+    run = st.Sweep.of(study, space, "cpu", CASE.op.value, st.Timed.RUN)
     if between:
         assert len(complete) == 3 and result.final["trial"] in (-1, 0, 1, 2)  # nothing measured again
-        assert "untimed_history" not in study.user_attrs
+        assert not any(run.holds(t) for t in old)  # run by run, they are of another clock
         return
     new = complete[3:]
     assert len(new) == 3 and all(t.user_attrs["timed"] == "launch+copy" for t in new)
@@ -437,11 +440,20 @@ def test_trials_timed_alone_are_history_in_a_launch_by_launch_sweep(
     # resumed, its decision now recording copy_between, it does not take the old trials back
     st.tune_case(CASE, opts)
     sweep = st.Sweep.of(study, space, "cpu", CASE.op.value, st.Timed.LAUNCH_COPY)
-    assert not any(sweep.holds(t) for t in complete[:3]) and all(sweep.holds(t) for t in new)
+    assert not any(sweep.holds(t) for t in old) and all(sweep.holds(t) for t in new)
     assert len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))) == 6
-    # run by run, the untagged trials are of its clock again, and the launch-by-launch ones are not
-    run = st.Sweep.of(study, space, "cpu", CASE.op.value, st.Timed.RUN)
-    assert all(run.holds(t) for t in complete[:3]) and not any(run.holds(t) for t in new)
+    # run by run, the untagged trials are of its clock, and the launch-by-launch ones are not
+    assert all(run.holds(t) for t in old) and not any(run.holds(t) for t in new)
+    # a point that failed its check, timed run by run, stays failed for the launch-by-launch sweep
+    dists = {name: optuna.distributions.CategoricalDistribution(v) for name, v in st._choices(space).items()}
+    failed = optuna.trial.create_trial(
+        params=st._params(space, space.default),
+        distributions=dists,
+        state=optuna.trial.TrialState.FAIL,
+        user_attrs={"space_hash": space.hash, "kernel_hash": today, "timed": "run", "failure": "incorrect"},
+    )
+    study.add_trial(failed)
+    assert sweep.holds(study.get_trials(deepcopy=False)[-1])
 
 
 def test_trials_of_a_kernel_restamp_carried_the_decision_across_still_count(storage: str) -> None:

@@ -37,7 +37,7 @@ def ulp(ref: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 # Elements compared at a time. The check works in float64, with a dozen temporaries the size of
 # what it compares: whole, a 2^24-element out took 580k fresh 4 KiB pages (2.2 GiB) and 0.92 s per
-# check on the 480 MiB-L3 Xeon, 0.89 s of it in the kernel's page faults, the most of a tuner's
+# check on the 480 MiB-L3 Xeon, 0.89 s of it system time in page faults, the most of a tuner's
 # sweep at that size (results/performance.md, section 109). Chunks this size reuse the heap's pages.
 CHUNK = 1 << 15
 

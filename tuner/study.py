@@ -1,8 +1,9 @@
 """Studies: one per (op, backend, device, dtype, shape bucket, gradient kind, layout, reduction kind).
 
-Every trial is checked against the float64 reference before it is timed; a config that breaks a
-space constraint, fails to compile, raises, gives wrong values or runs past the time limit is
-recorded with its reason and never wins. The backend default, the frozen config and the space's
+Every trial is checked against the float64 reference before it is timed (an output of the same
+bits as one that passed, by comparing the bits: _Bench.check); a config that breaks a space
+constraint, fails to compile, raises, gives wrong values or runs past the time limit is recorded
+with its reason and never wins. The backend default, the frozen config and the space's
 seeds (Space.seeds: CUDA's large steps) are enqueued first. After the search the best finalists,
 the default and the incumbent (the config the device's table gives this exact problem today) are
 re-measured interleaved, with the incumbent's (or the default's) config again as a control; the
@@ -147,6 +148,19 @@ class StudyResult:
         }
 
 
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors of one dtype and shape hold the same bits in every element (a NaN equals
+    a NaN of its own pattern, +0 differs from -0: torch.equal on the values says neither)."""
+    return (
+        a.shape == b.shape
+        and a.dtype == b.dtype
+        and torch.equal(a.view(_BITS[a.element_size()]), b.view(_BITS[b.element_size()]))
+    )
+
+
 @dataclass
 class _Bench:
     """A case's tensors on a backend, reference computed once, and a way to build executors."""
@@ -158,6 +172,8 @@ class _Bench:
     t: torch.Tensor
     out: torch.Tensor
     ref: torch.Tensor
+    # A copy of the first out that met the bar (check), or None before one has.
+    passed: torch.Tensor | None = field(default=None, repr=False)
 
     @classmethod
     def make(cls, case: Case, backend: str) -> _Bench:
@@ -169,9 +185,22 @@ class _Bench:
         return self.case.phase_one(self.g, self.x, self.t, self.out, self.backend, config)
 
     def check(self, ex: Executor) -> str | None:
+        """``ex``'s output against the reference (Case.mismatch), launched into an out filled with
+        NaN, so that an element it leaves unwritten fails. An out of the same bits as one that has
+        met the bar meets it too, without the check: the bar reads nothing but out, ref and the
+        inputs, which no launch writes. The loops' bits do not depend on the config (the backends
+        pick a formula by the dtypes and the gradient's size alone), so after the first trial every
+        correct one is a compare: at 2^24 elements the check took 110-450 ms a trial, where the
+        kernel took 1.5-5 ms (results/performance.md, section 110). A config whose bits differ (a
+        broadcast sum's order, a wrong value, a missed element) is checked in full."""
         self.out.fill_(float("nan"))
         dispatch.run(ex)
-        return self.case.mismatch(self.out, self.ref, self.g, self.x, self.t)
+        if self.passed is not None and _same_bits(self.out, self.passed):
+            return None
+        wrong = self.case.mismatch(self.out, self.ref, self.g, self.x, self.t)
+        if wrong is None and self.passed is None:
+            self.passed = self.out.clone()
+        return wrong
 
     def runner(self, ex: Executor) -> Callable[[int], object]:
         run = dispatch.run  # what a public call launches through (a plan's launcher where it has one)

@@ -301,6 +301,73 @@ def test_wrong_values_are_recorded_as_incorrect_and_the_study_goes_on(storage: s
     assert "elements off" in study.trials[0].user_attrs["reason"]
 
 
+def test_a_check_of_a_passed_outputs_bits_skips_the_reference_and_any_other_output_is_checked_in_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Real loops: after one config's out meets the bar, another config's out of the same bits (the
+    loops' bits do not depend on the config) passes without the reference check. Plumbing, with a
+    wrapped dispatch.run standing in for a broken config: an out one element off, or with one
+    element left unwritten, after a passed one is checked in full and fails."""
+    bench = st._Bench.make(CASE, "cpu")
+    space = bench.executor(None).space
+    configs = [bench.executor(None).config, *space.sample(2, seed=1)]
+    assert len({c.to_dict().__repr__() for c in configs}) == 3
+    calls: list[int] = []
+    full = type(CASE).mismatch
+
+    def counted(self: Case, *args: torch.Tensor) -> str | None:
+        calls.append(1)
+        return full(self, *args)
+
+    monkeypatch.setattr(type(CASE), "mismatch", counted)
+    assert bench.check(bench.executor(configs[0])) is None and len(calls) == 1
+    first = bench.passed
+    assert first is not None and first.data_ptr() != bench.out.data_ptr()
+    for config in configs[1:]:
+        assert bench.check(bench.executor(config)) is None
+    assert len(calls) == 1 and bench.passed is first  # the same bits: compared, not checked
+
+    real = st.dispatch.run
+
+    def off_by_one_element(ex: object) -> None:
+        real(ex)
+        bench.out[100] += 1.0
+
+    def one_element_unwritten(ex: object) -> None:
+        real(ex)
+        bench.out[7] = float("nan")  # as the check's NaN fill leaves it
+
+    monkeypatch.setattr(st.dispatch, "run", off_by_one_element)
+    assert "1 of 4096 elements off" in (bench.check(bench.executor(configs[1])) or "")
+    monkeypatch.setattr(st.dispatch, "run", one_element_unwritten)
+    assert (bench.check(bench.executor(configs[2])) or "").startswith("NaN mismatch at [[7]]")
+    assert len(calls) == 3 and bench.passed is first  # a failed check replaces nothing
+
+
+def test_a_failed_first_check_keeps_no_bits_to_compare_with() -> None:
+    """Plumbing with a corrupted reference standing in for a wrong kernel: nothing passed, so every
+    check after it runs in full and fails as the first did."""
+    bench = st._Bench.make(CASE, "cpu")
+    bench.ref = bench.ref + 1.0
+    ex = bench.executor(None)
+    assert bench.check(ex) and bench.passed is None
+    assert bench.check(ex) and bench.passed is None
+
+
+def test_same_bits_tells_nan_patterns_and_signed_zeros_apart() -> None:
+    a = torch.tensor([0.0, float("nan"), 1.5], dtype=torch.bfloat16)
+    assert st._same_bits(a, a.clone())  # NaN == NaN of one pattern, where torch.equal says no
+    assert not torch.equal(a, a.clone())
+    b = a.clone()
+    b[0] = -0.0
+    assert not st._same_bits(a, b)  # where torch.equal says yes
+    assert torch.equal(a[[0, 2]], b[[0, 2]])
+    assert not st._same_bits(a, a.float())  # another dtype
+    assert not st._same_bits(a, a[:2])  # another shape
+    t = torch.arange(12.0).reshape(3, 4).t()  # a transposed view, as a transposed layout's out
+    assert st._same_bits(t, t.clone()) and not st._same_bits(t, t.contiguous().reshape(3, 4).t() + 1)
+
+
 def test_constraint_breaking_config_is_recorded_not_run(storage: str) -> None:
     """The Triton space's warps_fit_block constraint, checked before anything is compiled."""
     from kernels import backends

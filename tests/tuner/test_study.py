@@ -323,7 +323,7 @@ def test_a_check_of_a_passed_outputs_bits_skips_the_reference_and_any_other_outp
     monkeypatch.setattr(type(CASE), "mismatch", counted)
     assert bench.check(bench.executor(configs[0])) is None and len(calls) == 1
     first = bench.passed
-    assert first is not None and first.data_ptr() != bench.out.data_ptr()
+    assert first is not None and first[0].data_ptr() != bench.out.data_ptr()
     for config in configs[1:]:
         assert bench.check(bench.executor(config)) is None
     assert len(calls) == 1 and bench.passed is first  # the same bits: compared, not checked
@@ -343,6 +343,11 @@ def test_a_check_of_a_passed_outputs_bits_skips_the_reference_and_any_other_outp
     monkeypatch.setattr(st.dispatch, "run", one_element_unwritten)
     assert (bench.check(bench.executor(configs[2])) or "").startswith("NaN mismatch at [[7]]")
     assert len(calls) == 3 and bench.passed is first  # a failed check replaces nothing
+
+    monkeypatch.setattr(st.dispatch, "run", real)
+    bench.ref = bench.ref + 1.0  # another reference: the passed bits met the bar against the old one
+    assert "elements off" in (bench.check(bench.executor(configs[0])) or "")
+    assert len(calls) == 4 and bench.passed is first
 
 
 def test_a_failed_first_check_keeps_no_bits_to_compare_with() -> None:
@@ -365,8 +370,11 @@ def test_same_bits_tells_nan_patterns_and_signed_zeros_apart() -> None:
     assert torch.equal(a[[0, 2]], b[[0, 2]])
     assert not st._same_bits(a, a.float())  # another dtype
     assert not st._same_bits(a, a[:2])  # another shape
-    t = torch.arange(12.0).reshape(3, 4).t()  # a transposed view, as a transposed layout's out
-    assert st._same_bits(t, t.clone()) and not st._same_bits(t, t.contiguous().reshape(3, 4).t() + 1)
+    t = torch.arange(12.0).reshape(3, 4).t()  # strides of a view: its elements, in its order
+    assert st._same_bits(t, t.contiguous())
+    u = t.contiguous()
+    u[3, 2] = 12.0
+    assert not st._same_bits(t, u)
 
 
 def _study_names(store: optuna.storages.BaseStorage) -> set[str]:

@@ -91,10 +91,14 @@ def collect(results: Path | str = "results", storage: str | None = None, repo: P
     storage = storage or str(results / "tuning" / "journal.log")
     asv = loaders.load_asv(results / "asv", repo)
     calibration_file = results / "regressions" / "calibration.json"
+    from tuner.study import shared_journals  # optuna, where a build reads a journal
+
+    with shared_journals():  # the trials and the finals from one replay of the journal
+        trials, finals = loaders.load_tuning(storage), loaders.load_finals(storage)
     return SiteData(
         asv=asv,
-        trials=loaders.load_tuning(storage),
-        finals=loaders.load_finals(storage),
+        trials=trials,
+        finals=finals,
         frozen=loaders.load_frozen(),
         changes=find_changes(asv),
         bench=loaders.load_bench(results / "bench"),

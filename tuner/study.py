@@ -18,6 +18,7 @@ waited for a CPU (busy_host).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib.metadata
@@ -30,7 +31,7 @@ import random
 import socket
 import statistics
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -91,54 +92,51 @@ class TrialFailure(Exception):
         self.kind = kind
 
 
-# The journal storages this process has opened, by the file's resolved path: each with what
-# identified the file (_identity) and its size when last handed out. Opening a journal replays the
-# whole log: 3.4 s for the committed 72 MB one on the 480 MiB-L3 Xeon, which `tune` paid once per
-# study (24 times in the README's main job) and freeze once more (results/performance.md, section
-# 110). One object serves the process: optuna's journal storage reads what other processes append
-# from the offset it has read, on every access. A file replaced since (another inode: a checkout),
-# written over in place (another first record: a copy onto it) or cut short (smaller than last
-# seen) is opened anew, since the offsets read are the old file's.
-_JOURNALS: dict[Path, tuple[optuna.storages.JournalStorage, tuple[int, int, bytes], int]] = {}
+# Within shared_journals(), the journal storages opened so far, by the file's resolved path; None
+# outside it. Opening a journal replays the whole log: 3.4 s for the committed 72 MB one on the
+# 480 MiB-L3 Xeon, which `tune` paid once per study (24 times in the README's main job) and freeze
+# once more, and the dashboard twice (results/performance.md, section 110).
+_SHARED: dict[Path, optuna.storages.JournalStorage] | None = None
 
 
-def _identity(path: Path) -> tuple[tuple[int, int, bytes], int] | None:
-    """The journal file's device, inode and first record (optuna's first line names the worker that
-    wrote it, a uuid of its own), and its size; None where there is no file."""
+@contextlib.contextmanager
+def shared_journals() -> Iterator[None]:
+    """Within it, open_storage hands out one storage object per journal file: a command's studies
+    (tune, its freeze, the dashboard's loaders) replay the file once. Optuna's journal storage reads
+    what other processes append, from the offset it has read, on every access; what it cannot see
+    is the file replaced under it (a checkout, a copy onto it), whose offsets are another log's.
+    So the sharing lasts one command, not the process (before it, each study opened its own and
+    held it for its run): a journal is not to be replaced while a command runs on it. A file's
+    inode, first record or size cannot tell a replaced one (a checkout may reuse the inode, and
+    every copy of a shared journal starts with the same record; a helper's review, section 110).
+    Nested, the outer one's holds."""
+    global _SHARED
+    outer = _SHARED
+    _SHARED = {} if outer is None else outer
     try:
-        with path.open("rb") as f:
-            st = os.fstat(f.fileno())
-            head = f.readline(4096)
-    except FileNotFoundError:
-        return None
-    return (st.st_dev, st.st_ino, head), st.st_size
+        yield
+    finally:
+        _SHARED = outer
 
 
 def _journal(path: Path) -> optuna.storages.JournalStorage:
-    """The process's storage of the journal file at ``path`` (_JOURNALS), opened where it has none
-    that is still the file's."""
+    """A storage of the journal file at ``path``: shared_journals()' one, else a fresh one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    key = path.resolve()
-    held, now = _JOURNALS.get(key), _identity(key)
-    # the first record as read then may have been empty, or a line still being written: a prefix
-    if held is not None and now is not None:
-        (dev, ino, head), ((dev_now, ino_now, head_now), size) = held[1], now
-        if (dev, ino) == (dev_now, ino_now) and head_now.startswith(head) and size >= held[2]:
-            _JOURNALS[key] = (held[0], (dev, ino, head_now), size)
-            return held[0]
+    key = path.resolve()  # the backend and its lock take it too: a later chdir moves nothing
+    if _SHARED is not None and key in _SHARED:
+        return _SHARED[key]
     backend = optuna.storages.journal.JournalFileBackend(
-        str(path), lock_obj=optuna.storages.journal.JournalFileOpenLock(str(path))
+        str(key), lock_obj=optuna.storages.journal.JournalFileOpenLock(str(key))
     )
-    storage = optuna.storages.JournalStorage(backend)  # creates the file where there is none
-    opened = _identity(key)
-    assert opened is not None  # the backend created it
-    _JOURNALS[key] = (storage, *opened)
+    storage = optuna.storages.JournalStorage(backend)
+    if _SHARED is not None:
+        _SHARED[key] = storage
     return storage
 
 
 def open_storage(url: str | None) -> optuna.storages.BaseStorage:
     """The embedded journal file (safe for several processes on one host; one storage object per
-    file and process: _journal), or an RDB URL (PostgreSQL)."""
+    file within shared_journals()), or an RDB URL (PostgreSQL)."""
     if url is None or url.startswith("journal:") or url.endswith(".log"):
         return _journal(Path(url.removeprefix("journal:")) if url else DEFAULT_STORAGE)
     if url.startswith(("postgresql://", "postgresql+", "sqlite://", "mysql")):

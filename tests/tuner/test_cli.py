@@ -175,6 +175,28 @@ def test_machine_names_the_accelerator_and_registers_with_asv(
     assert described["microarch"] == "" or f"-{described['microarch']}-cpu-only" in name
 
 
+def test_a_tune_of_two_cases_and_its_freeze_replay_the_journal_once(
+    storage: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each journal storage opened replays the whole log (3.4 s for the committed one): a tune's
+    studies and its freeze share one (study.shared_journals). A spy on the storage's construction
+    counts them (plumbing); the studies are real."""
+    import optuna
+
+    made: list[str] = []
+
+    class Counted(optuna.storages.JournalStorage):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            made.append("journal")
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(optuna.storages, "JournalStorage", Counted)
+    argv = ["tune", *QUICK, "--op", "l1", "--storage", storage, "--trials", "2", "--min-time", "0.002"]
+    assert main([*argv, "--freeze", "--config-dir", str(tmp_path), "--no-progress"]) == 0
+    assert "froze 2 entries" in capsys.readouterr().out
+    assert made == ["journal"]
+
+
 def test_tune_freeze_takes_this_hosts_studies_from_a_journal_that_holds_another_devices(
     storage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

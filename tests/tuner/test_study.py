@@ -381,52 +381,42 @@ def _study_names(store: optuna.storages.BaseStorage) -> set[str]:
     return {s.study_name for s in optuna.get_all_study_summaries(store, include_best_trial=False)}
 
 
-def test_a_journal_is_opened_once_a_process_and_still_reads_what_others_append(storage: str) -> None:
-    """One storage object per journal file and process (its opening replays the whole log); a
-    second, independent storage of the file (another process's, as optuna's lock lets it) appends a
-    study, which the held one reads."""
-    store = st.open_storage(storage)
-    optuna.create_study(study_name="mine", storage=store)
-    assert st.open_storage(storage) is store
-    assert st.open_storage("journal:" + storage) is store  # one file, however it is named
-    other = optuna.storages.JournalStorage(JournalFileBackend(storage))
-    optuna.create_study(study_name="theirs", storage=other)
-    assert st.open_storage(storage) is store and _study_names(store) == {"mine", "theirs"}
+def test_within_shared_journals_a_journal_is_opened_once_and_still_reads_what_others_append(storage: str) -> None:
+    """One storage object per journal file within shared_journals() (its opening replays the whole
+    log); a second, independent storage of the file (another process's, as optuna's lock lets it)
+    appends a study, which the held one reads. Outside it, and after it, each call opens anew."""
+    assert st.open_storage(storage) is not st.open_storage(storage)
+    with st.shared_journals():
+        store = st.open_storage(storage)
+        optuna.create_study(study_name="mine", storage=store)
+        assert st.open_storage(storage) is store
+        assert st.open_storage("journal:" + storage) is store  # one file, however it is named
+        with st.shared_journals():
+            assert st.open_storage(storage) is store  # nested: the outer one's holds
+        assert st.open_storage(storage) is store
+        other = optuna.storages.JournalStorage(JournalFileBackend(storage))
+        optuna.create_study(study_name="theirs", storage=other)
+        assert st.open_storage(storage) is store and _study_names(store) == {"mine", "theirs"}
+    assert st.open_storage(storage) is not store
 
 
-def test_a_journal_replaced_written_over_or_cut_short_is_opened_anew(tmp_path: Path) -> None:
-    """A file put over the journal (another inode: a checkout, here of a log that shares its first
-    record), written over in place (a copy onto it: another first record) or cut short (its inode
-    and first record kept) is not the log the held storage read its offsets from: a fresh storage
-    reads it. Each case passes only the rule it is named for."""
-    path, other = tmp_path / "journal.log", tmp_path / "other.log"
-
-    def add(file: Path, *names: str) -> None:  # studies appended by a storage of their own
-        for name in names:
-            optuna.create_study(study_name=name, storage=optuna.storages.JournalStorage(JournalFileBackend(str(file))))
-
-    store = st.open_storage(str(path))
-    optuna.create_study(study_name="first", storage=store)
-    add(path, "x")
-    assert st.open_storage(str(path)) is store and _study_names(store) == {"first", "x"}
-
-    other.write_bytes(path.read_bytes().splitlines(keepends=True)[0])  # the same first record
-    add(other, "a longer name than x")
-    os.replace(other, path)
-    replaced = st.open_storage(str(path))
-    assert replaced is not store and _study_names(replaced) == {"first", "a longer name than x"}
-
-    add(other, "third", "a name longer than any above")
-    path.write_bytes(other.read_bytes())  # in place: the same inode, no smaller
-    over = st.open_storage(str(path))
-    assert over is not replaced and _study_names(over) == {"third", "a name longer than any above"}
-
-    optuna.create_study(study_name="fourth", storage=over)
-    assert st.open_storage(str(path)) is over  # handed out at three studies' size
-    with path.open("r+b") as f:  # the same inode and first record, the log cut back to it
-        f.truncate(len(f.readline()))
-    cut = st.open_storage(str(path))
-    assert cut is not over and _study_names(cut) == {"third"}
+def test_a_journal_named_by_a_relative_path_stays_that_file_after_a_chdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The storage holds the resolved path, so a study created after the process changed its
+    directory lands in the file it was opened on, shared or not."""
+    first, then = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    then.mkdir()
+    monkeypatch.chdir(first)
+    fresh_one = st.open_storage("k.log")
+    with st.shared_journals():
+        shared = st.open_storage("j.log")
+    monkeypatch.chdir(then)
+    optuna.create_study(study_name="s", storage=shared)
+    optuna.create_study(study_name="f", storage=fresh_one)
+    assert (first / "j.log").stat().st_size > 0 and (first / "k.log").stat().st_size > 0
+    assert not (then / "j.log").exists() and not (then / "k.log").exists()
 
 
 def test_constraint_breaking_config_is_recorded_not_run(storage: str) -> None:

@@ -228,12 +228,13 @@ class _Bench:
         """``ex``'s output against the reference (Case.mismatch), launched into an out filled with
         NaN, so that an element it leaves unwritten fails. An out of the same bits as one that has
         met the bar meets it too, without the check, while ref and the inputs are the tensors it
-        met it against: the bar reads nothing else, and no launch writes them. The loops' bits do
-        not depend on the config (the backends pick a formula by the dtypes and the gradient's size
-        alone), so after the first trial every correct one is a compare: at 2^24 elements the check
-        took 110-460 ms a trial, and the compare 12-28 ms with the fill and the launch, where the
-        launch alone takes 1.5-5 ms (results/performance.md, section 110). A config whose bits
-        differ (a broadcast sum's order, a wrong value, a missed element) is checked in full."""
+        met it against: the bar reads nothing else, and no launch writes them. The loops' bits mostly
+        do not depend on the config (the backends pick a formula by the dtypes and the gradient's
+        size alone; a broadcast sum's order follows its tiles), so after the first trial nearly
+        every correct one is a compare: at 2^24 elements the check took 109-458 ms a trial, the
+        compare 12-28 ms with the fill and the launch (results/performance.md, section 110). A
+        config whose bits differ (a broadcast sum's order, a wrong value, a missed element) is
+        checked in full."""
         self.out.fill_(float("nan"))
         dispatch.run(ex)
         against = (self.ref, self.g, self.x, self.t)

@@ -81,6 +81,27 @@ def test_every_change_point_is_listed_with_its_commit_range_and_the_fix_marked(t
     assert flat.empty, "flat series must not produce change points"
 
 
+def test_a_dashboard_build_replays_the_journal_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The site's data reads the trials and the finals of one journal: one storage (tuner.study.shared_journals),
+    whose opening replays the whole log. A spy on the storage's construction counts them (plumbing); the journal and
+    the loaders are real."""
+    import optuna
+
+    storage = str(tmp_path / "journal.log")
+    argv = ["tune", "--op", "l1", "--shape", "2^10", "--storage", storage, "--trials", "2", "--min-time", "0.002"]
+    assert main([*argv, "--no-progress"]) == 0
+    made: list[str] = []
+
+    class Counted(optuna.storages.JournalStorage):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            made.append("journal")
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(optuna.storages, "JournalStorage", Counted)
+    data = site.collect(tmp_path, storage=storage, repo=None)
+    assert made == ["journal"] and len(data.finals) == 1 and len(data.trials) > 0
+
+
 def test_tuning_loaders_read_a_real_journal(tmp_path: Path) -> None:
     storage = str(tmp_path / "journal.log")
     argv = ["tune", "--op", "l1", "--shape", "2^10", "--storage", storage, "--trials", "5", "--min-time", "0.002"]

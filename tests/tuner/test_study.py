@@ -364,6 +364,9 @@ def test_same_bits_tells_nan_patterns_and_signed_zeros_apart() -> None:
     a = torch.tensor([0.0, float("nan"), 1.5], dtype=torch.bfloat16)
     assert st._same_bits(a, a.clone())  # NaN == NaN of one pattern, where torch.equal says no
     assert not torch.equal(a, a.clone())
+    c = a.clone()
+    c.view(torch.int16)[1] |= 1  # another NaN pattern
+    assert torch.isnan(c[1]) and not st._same_bits(a, c)
     b = a.clone()
     b[0] = -0.0
     assert not st._same_bits(a, b)  # where torch.equal says yes
@@ -391,6 +394,7 @@ def test_within_shared_journals_a_journal_is_opened_once_and_still_reads_what_ot
         optuna.create_study(study_name="mine", storage=store)
         assert st.open_storage(storage) is store
         assert st.open_storage("journal:" + storage) is store  # one file, however it is named
+        assert st.open_storage(os.path.relpath(storage)) is store
         with st.shared_journals():
             assert st.open_storage(storage) is store  # nested: the outer one's holds
         assert st.open_storage(storage) is store

@@ -1,4 +1,7 @@
 #!/bin/bash
+# needs /tmp/before, a clone of the before commit (4152b86); the after side ran /work/main's working tree, whose
+# _Bench.check was cbe5215's (its module docstring and README line were edited while the runs went on)
+mkdir -p /tmp/exp
 # alternating A/B of one study's wall time: before (/tmp/before, 4152b86) and after (/work/main's working tree)
 for round in 1 2; do
   for side in after before; do

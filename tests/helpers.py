@@ -24,6 +24,7 @@ __all__ = [
     "as_bits",
     "assert_within",
     "count_copy_runs",
+    "count_journal_storages",
     "every_loop_case",
     "run_fresh",
     "spinning_on",
@@ -63,6 +64,22 @@ def count_copy_runs(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     monkeypatch.setattr(timing, "copy_probe", counted)
     monkeypatch.setattr(timing, "copy_bandwidth", cached)
     return calls
+
+
+def count_journal_storages(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Plumbing: a spy on optuna's journal storage, which appends to the list it returns each time
+    one is constructed (each construction replays the whole journal); the storages are real."""
+    import optuna
+
+    made: list[str] = []
+
+    class Counted(optuna.storages.JournalStorage):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            made.append("journal")
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(optuna.storages, "JournalStorage", Counted)
+    return made
 
 
 def run_fresh(code: str, env: dict[str, str], unset: tuple[str, ...] = ()) -> str:

@@ -12,6 +12,7 @@ import pytest
 
 from dashboards import loaders, site
 from dashboards.regressions import find_changes
+from tests.helpers import count_journal_storages
 from tuner.cli import main
 
 PARAMS = [["'cpu'"], ["'mse'"], ["'float32'"], ["'2^16 none'", "'2^22 none'"], ["'tuned'", "'vendor'"]]
@@ -85,19 +86,10 @@ def test_a_dashboard_build_replays_the_journal_once(tmp_path: Path, monkeypatch:
     """The site's data reads the trials and the finals of one journal: one storage (tuner.study.shared_journals),
     whose opening replays the whole log. A spy on the storage's construction counts them (plumbing); the journal and
     the loaders are real."""
-    import optuna
-
     storage = str(tmp_path / "journal.log")
     argv = ["tune", "--op", "l1", "--shape", "2^10", "--storage", storage, "--trials", "2", "--min-time", "0.002"]
     assert main([*argv, "--no-progress"]) == 0
-    made: list[str] = []
-
-    class Counted(optuna.storages.JournalStorage):
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            made.append("journal")
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(optuna.storages, "JournalStorage", Counted)
+    made = count_journal_storages(monkeypatch)
     data = site.collect(tmp_path, storage=storage, repo=None)
     assert made == ["journal"] and len(data.finals) == 1 and len(data.trials) > 0
 

@@ -11,6 +11,7 @@ import pytest
 
 from kernels import backends, frozen, timing
 from kernels.backends import cpu_loops
+from tests.helpers import count_journal_storages
 from tuner import study as st
 from tuner.cli import main
 from tuner.problems import build_cases
@@ -181,16 +182,7 @@ def test_a_tune_of_two_cases_and_its_freeze_replay_the_journal_once(
     """Each journal storage opened replays the whole log (3.4 s for the committed one): a tune's
     studies and its freeze share one (study.shared_journals). A spy on the storage's construction
     counts them (plumbing); the studies are real."""
-    import optuna
-
-    made: list[str] = []
-
-    class Counted(optuna.storages.JournalStorage):
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            made.append("journal")
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(optuna.storages, "JournalStorage", Counted)
+    made = count_journal_storages(monkeypatch)
     argv = ["tune", *QUICK, "--op", "l1", "--storage", storage, "--trials", "2", "--min-time", "0.002"]
     assert main([*argv, "--freeze", "--config-dir", str(tmp_path), "--no-progress"]) == 0
     assert "froze 2 entries" in capsys.readouterr().out

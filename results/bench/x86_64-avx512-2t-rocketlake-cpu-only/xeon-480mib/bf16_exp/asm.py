@@ -14,8 +14,9 @@ import warnings
 from loops import loop_args, loop_sets  # beside this file: the sets and arguments loops.py times
 
 
-def _loops(asm: str) -> list[list[str]]:
-    """Each backward-jumping block range [label .. jump to label] that contains vscalefps."""
+def vector_loops(asm: str, marks: tuple[str, ...] = ("vscalefps",)) -> list[list[str]]:
+    """Each backward-jumping block range [label .. jump to label] of under 400 instructions that
+    holds one of ``marks`` (default: the exp's vscalefps). walk_parts/asm_pass_b.py reads it too."""
     lines = [ln.rstrip() for ln in asm.splitlines()]
     where = {m.group(1): i for i, ln in enumerate(lines) if (m := re.match(r"^(\.LBB\S+):", ln))}
     found = []
@@ -27,7 +28,7 @@ def _loops(asm: str) -> list[list[str]]:
                 for x in lines[where[m.group(1)] : i + 1]
                 if x.strip() and not x.strip().startswith(("#", "."))
             ]
-            if any("vscalefps" in x for x in body) and len(body) < 400:
+            if any(mark in x for x in body for mark in marks) and len(body) < 400:
                 found.append(body)
     return found
 
@@ -39,7 +40,7 @@ def main() -> None:
         fn = loops.scalar_grad[0]
         fn(*args, False)
         asm = "\n".join(fn.inspect_asm().values())
-        for body in _loops(asm):
+        for body in vector_loops(asm):
             ops = collections.Counter(x.split()[0] for x in body)
             print(f"## {name}: {len(body)} instructions")
             print("   " + ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])))

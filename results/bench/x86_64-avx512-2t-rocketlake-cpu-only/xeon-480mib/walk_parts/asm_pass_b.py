@@ -11,9 +11,9 @@ Not part of the package.
 from __future__ import annotations
 
 import collections
-import re
 import sys
 import warnings
+from pathlib import Path
 
 import torch
 
@@ -22,23 +22,9 @@ from kernels.modes import Op, Reduction
 from kernels.tiling import Tiling
 from tuner.problems import Case, InputLayout
 
-
-def _loops(asm: str) -> list[list[str]]:
-    """Each backward-jumping block range [label .. jump to label] that holds a shuffle."""
-    lines = [ln.rstrip() for ln in asm.splitlines()]
-    where = {m.group(1): i for i, ln in enumerate(lines) if (m := re.match(r"^(\.LBB\S+):", ln))}
-    found = []
-    for i, ln in enumerate(lines):
-        m = re.match(r"^\s+j\w+\s+(\.LBB\S+)", ln)
-        if m and m.group(1) in where and where[m.group(1)] < i:
-            body = [
-                x.strip()
-                for x in lines[where[m.group(1)] : i + 1]
-                if x.strip() and not x.strip().startswith(("#", "."))
-            ]
-            if any(s in x for x in body for s in ("unpck", "vperm", "vshuf")) and len(body) < 400:
-                found.append(body)
-    return found
+# bf16_exp/asm.py's loop finder (its directory on the path for its own sibling import, loops.py)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bf16_exp"))
+from asm import vector_loops  # noqa: E402
 
 
 def main() -> None:
@@ -56,7 +42,7 @@ def main() -> None:
                 for fn in pair:
                     if not fn.signatures:
                         continue
-                    for body in _loops("\n".join(fn.inspect_asm().values())):
+                    for body in vector_loops("\n".join(fn.inspect_asm().values()), ("unpck", "vperm", "vshuf")):
                         ops = collections.Counter(x.split()[0] for x in body)
                         counts = ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1]))
                         print(f"## {key} loop of {len(body)}: {counts}")

@@ -4,13 +4,17 @@ contiguous partner (scalar_grad, tile 256, 2 cores, prefetch 2), in interleaved 
 default 9); prints both medians and the walk over the partner, round by round: median (min-max).
 The configs are given, not looked up, so a build with the prototype applied (prototype.diff, whose
 edit of cpu_loops.py moves the kernel hash) runs the same configs. With the prototype,
-LOSSTUNE_PROBE's bits pick what the walk's whole tiles leave out or change, read when the loops are
-built: 1 pass (b)'s transposes, 2 the held rows' stores into out, 4 pass (a) (the formula), 8 a
-held line stored after each 32 elements of pass (a) instead of a row after each 128, 16 pass (b) in
-paired registers (row i of both stacked blocks in one zmm), 32 pass (b) run between pass (a)'s
-pieces a group behind, into a second held buffer. Bits 1, 2 and 4 give wrong outputs (a
-breakdown of the time only); 8, 16 and 32 the same bits (bits.py). Run from the repository root
-(results/performance.md, section 111):
+LOSSTUNE_PROBE's bits pick what the walk leaves out or changes, read when the loops are built
+unless said: 1 pass (b)'s transposes (every tile, its ragged elements' copy too), 2 the held rows'
+stores into out (whole tiles; the last tile's rows and a ragged tile's are still stored), 4 pass
+(a), the formula (whole tiles), 8 a held line stored after each 32 elements of pass (a) instead of
+a row after each 128 (streamed stores only: with STREAM=0 nothing changes), 16 pass (b) in paired
+registers (row i of both stacked blocks in one zmm; read when cpu_loops is imported, so every
+two-block transpose of 32-byte rows in every walk, of which this row runs the deferred one), 32
+pass (b) run between pass (a)'s pieces a group of 16 pieces behind, into a third buffer swapped
+with held at the tile's end. Bits 1, 2 and 4 give wrong outputs (a breakdown of the time only);
+8, 16 and 32 the same bits (bits.py). The prototype's build allocates the third buffer whatever
+the bits (unused without 32). Run as below (results/performance.md, section 111):
 
     cd results/bench/x86_64-avx512-2t-rocketlake-cpu-only/xeon-480mib/walk_parts
     LOSSTUNE_PROBE=0 PYTHONPATH=../../../../.. python parts.py 22

@@ -1,10 +1,11 @@
 """Yardsticks for the KL log_target float16 0-d transposed row at 2^k (default 22), each looked-up
 config, in 9 interleaved rounds, over KL log_target's contiguous loop (per round, median): kl_div
-and kl_div-log, contiguous and transposed (the formula without and with the exp, on the same walks);
-torch's copy of the transposed target into a contiguous tensor (a transpose alone) and its
-contiguous copy_ of as many float16 elements. ``--table``: instead, the contiguous KL log_target
-loop against the table walk (Variant.TABLE: one gather a 16 targets, section 22) at tiles 4096 and
-1024, ordinary and streamed. Run from the repository root (results/performance.md, section 111):
+and kl_div-log, contiguous and transposed (the formula without and with the exp; the transposed
+walks' configs are the same, the contiguous loops' each its own); torch's copy of the transposed
+target into a contiguous tensor (a transpose alone) and its contiguous copy_ of as many float16
+elements. ``--table``: instead, the contiguous KL log_target loop against the table walk
+(Variant.TABLE: one gather a 16 targets, section 22) at tile 4096, ordinary and streamed, and at
+tile 1024, ordinary. Run from the repository root (results/performance.md, section 111):
 
     PYTHONPATH=. python results/bench/x86_64-avx512-2t-rocketlake-cpu-only/xeon-480mib/walk_parts/yardsticks.py 22
 

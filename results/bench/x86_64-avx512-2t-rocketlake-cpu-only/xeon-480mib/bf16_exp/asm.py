@@ -16,7 +16,7 @@ from loops import loop_args, loop_sets  # beside this file: the sets and argumen
 
 def vector_loops(asm: str, marks: tuple[str, ...] = ("vscalefps",)) -> list[list[str]]:
     """Each backward-jumping block range [label .. jump to label] of under 400 instructions that
-    holds one of ``marks`` (default: the exp's vscalefps). walk_parts/asm_pass_b.py reads it too."""
+    holds one of ``marks`` (default: the exp's vscalefps). walk_parts/asm_walk.py reads it too."""
     lines = [ln.rstrip() for ln in asm.splitlines()]
     where = {m.group(1): i for i, ln in enumerate(lines) if (m := re.match(r"^(\.LBB\S+):", ln))}
     found = []

@@ -191,9 +191,14 @@ def coarse_offered() -> bool:
 # 1.19-1.41x under the tier table's tile-256 configs (results/performance.md, section 98; the pick
 # alone, section 103: 0.81-0.94x on the 0-d rows). Where the host takes the coarse formula too
 # (coarse_offered), the twin is the coarse one's. Its walks with a 0-d gradient take it too
-# (section 105: the broadcast walk 0.82-0.88x from 2^18 up). Where the twin is built for every
-# output (cpu_loops.CHECKED_SCALE) this adds nothing.
-_CHECKED_BF16_CPUS = ("rocketlake",)
+# (section 105: the broadcast walk 0.82-0.88x from 2^18 up). The Zen 4 (LLVM's znver4), which runs
+# a 512-bit vscalefps as two halves: its KL log_target bfloat16 0-d rows took 0.67x the time at 2^22
+# and 0.72x at 2^24 (66% -> 92% of the copy), its full ones 0.90x and 0.94x, its broadcast 0-d walk
+# 0.68-0.70x at 2^20-2^24 (the transposed 0-d walk, in the order its table gives it, 1.00x), the
+# same bits (section 112). It keeps the narrow formula (no coarse pick: 0.84-0.93x in cache there,
+# 1.03-1.11x at 2^24 0-d and 2^26). Where the twin is built for every output
+# (cpu_loops.CHECKED_SCALE) this adds nothing.
+_CHECKED_BF16_CPUS = ("rocketlake", "znver4")
 
 
 def checked_bf16_offered() -> bool:
@@ -504,9 +509,10 @@ class CpuBackend:
         # go apart through the twin with the raw flag, and with normal_run's store. On the Xeon the
         # broadcast 0-d walk of KL log_target bfloat16 took 0.82-0.88x the time from 2^18 to 2^24
         # elements, the transposed walk's shipped order 0.78-0.85x, its deferred one (inline, no
-        # run apart) 0.95-1.01x (section 105). Walks with a full gradient keep their loops: the
-        # broadcast one took 1.05x at 2^12 and 2^16 and 0.99-1.10x from 2^18 up through the twin.
-        # The table walk keeps its (unmeasured).
+        # run apart) 0.95-1.01x (section 105); on the Zen 4 the broadcast walk 0.68-0.70x from 2^20
+        # to 2^24, the transposed one in its inputs-first order 1.00x (section 112). Walks with a
+        # full gradient keep their loops: the broadcast one took 1.05x at 2^12 and 2^16 and
+        # 0.99-1.10x from 2^18 up through the twin. The table walk keeps its (unmeasured).
         launched = _launched_variant(ex)
         contiguous = launched is Variant.FLAT or launched is Variant.SCALAR_GRAD
         walk_0d = launched is Variant.STRIDED and ex.geometry.grad_kind is GradKind.SCALAR and self.checked_walks

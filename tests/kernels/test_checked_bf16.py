@@ -1,6 +1,6 @@
 """The CPU backend's pick of KL log_target's checked twin for bfloat16 outputs of the contiguous
 loops and of the walks with a 0-d gradient (backends.cpu.checked_bf16_offered: the Xeon, LLVM's
-rocketlake), where vscalefps is one instruction and the other outputs keep the formula's own loops;
+rocketlake, and the Zen 4), where vscalefps is one instruction and the other outputs keep the formula's own loops;
 with the coarse pick too (backends.cpu.coarse_offered: the Xeon takes both), the coarse formula's
 twin. These take the picks on any host, and leave them off, by the backend's attributes: every bit
 the same with the twin and without (the loops themselves are held to the formula's bits in
@@ -253,15 +253,16 @@ _UNSET = ("LOSSTUNE_CPU_CHECKED_BF16", "NUMBA_CPU_FEATURES")
     [
         ("rocketlake", None, "True"),
         ("sapphirerapids", None, "False"),
-        ("znver4", None, "False"),
+        ("znver4", None, "True"),
         ("znver5", None, "False"),
-        ("znver4", "1", "True"),
+        ("sapphirerapids", "1", "True"),
+        ("znver4", "0", "False"),
         ("rocketlake", "0", "False"),
     ],
 )
 def test_the_pick_follows_the_cpu_compiled_for_and_its_switch(cpu_name: str, switch: str | None, expected: str) -> None:
     """Unset, the backend takes the twin for bfloat16 outs on the CPUs of cpu._CHECKED_BF16_CPUS
-    (the Xeon, LLVM's rocketlake) and nowhere else, read from numba's CPU (NUMBA_CPU_NAME), as
+    (the Xeon, LLVM's rocketlake, and the Zen 4) and nowhere else, read from numba's CPU (NUMBA_CPU_NAME), as
     every feature gate reads it; LOSSTUNE_CPU_CHECKED_BF16 says yes or no on any host. The 0-d
     walks' pick (CpuBackend.checked_walks) follows it."""
     env = {"NUMBA_CPU_NAME": cpu_name} | ({} if switch is None else {"LOSSTUNE_CPU_CHECKED_BF16": switch})

@@ -16,7 +16,7 @@ import torch
 
 from kernels.backends import cpu_loops, slug
 from kernels.executor import Executor, Formula, Launcher
-from kernels.modes import GradKind, Layout, Variant
+from kernels.modes import FusedForm, GradKind, Layout, Variant
 from kernels.plan import Geometry
 from kernels.tiling import DeviceFacts, Space, cpu_space, cpu_transposed_space
 
@@ -231,6 +231,23 @@ def deferred_wide_offered() -> bool:
     return _picked_on(_DEFERRED_WIDE_CPUS, "LOSSTUNE_CPU_DEFERRED_WIDE")
 
 
+# CPUs offered the fused transposed walk (Tiling.fused) for KL's negated scale with a 0-d gradient
+# alone, where cpu_loops.FUSED (every form, the Zen 5's) is off: the Zen 4, where at 2^22 it took
+# 0.84-0.86x the time of the chip table's walk on kl_div's bfloat16 0-d row, 0.85x on float16's and
+# 0.86x on float32's, in two runs of 7 and 11 interleaved rounds, while mse's rows, and kl_div's with
+# a full gradient, took 1.03-3.3x through it (results/performance.md, section 112). Elsewhere the
+# spaces, and the hashes their entries carry, stay as they were.
+_FUSED_0D_CPUS = ("znver4",)
+
+
+def fused_0d_offered() -> bool:
+    """Whether this host offers the fused transposed walk to KL's negated scale with a 0-d gradient
+    where it does not offer it to every form (cpu_loops.FUSED): on the CPUs of _FUSED_0D_CPUS (the
+    CPU numba compiles for), with F16C (the walk's float16 conversions are LLVM's fpext and
+    fptrunc); ``LOSSTUNE_CPU_FUSED_0D`` 1 says yes on any host with F16C, 0 no."""
+    return cpu_loops.HAS_F16C and _picked_on(_FUSED_0D_CPUS, "LOSSTUNE_CPU_FUSED_0D")
+
+
 def _holds_a_row(loops: ModuleType) -> bool:
     """Whether one vector register holds a transpose row of ``loops`` (TRANSPOSE_BYTES): the fused
     walk passes each rounded row through an empty asm that asks for one, and a 64-byte row on a
@@ -295,6 +312,9 @@ class CpuBackend:
         # Whether a float32 out of a compute-bound formula with a 0-d gradient is offered the
         # deferred walk (deferred_wide_offered): read by every space(), so set it before a lookup.
         self.deferred_wide = deferred_wide_offered()
+        # Whether KL's 0-d transposed walk is offered the fused walk where no form is (fused_0d_offered):
+        # read by every space(), so set it before a lookup.
+        self.fused_0d = fused_0d_offered()
         threads = cpu_loops.max_threads()
         self._facts = cpu_facts(platform.machine(), threads)
 
@@ -346,7 +366,16 @@ class CpuBackend:
             deferred = getattr(loops, "DEFERRED", False) and (dtype.itemsize == 2 or wide)
             # The fused walk applies the formula's form inside its transposes, converting each
             # dtype as the loops do, where a register holds a transpose row (_holds_a_row).
-            fused = getattr(loops, "FUSED", False) and formula.fused_form is not None and _holds_a_row(loops)
+            # On the Zen 4 for KL's negated scale with a 0-d gradient alone (fused_0d_offered); an older
+            # revision's loops (tuner.restamp) without the fused walks offer it nowhere.
+            zero_d = (
+                self.fused_0d
+                and formula.fused_form is FusedForm.NEGATED_SCALE
+                and geometry.grad_kind is GradKind.SCALAR
+                and hasattr(loops, "FUSED_WALKS")
+            )
+            offered = getattr(loops, "FUSED", False) or zero_d
+            fused = offered and formula.fused_form is not None and _holds_a_row(loops)
             # ... and with half rows in whole-line registers, two blocks a register (cpu_loops.PAIRED),
             # for 16-bit outs: float32's paired build let LLVM commute a multiply, so where a NaN
             # gradient met a NaN target it kept the other operand's NaN, not the one the loops keep.

@@ -267,7 +267,9 @@ def _spaces_setting() -> tuple[cpu.CpuBackend, object, object]:
     x = torch.randn(256, 64).t()
     scalar = plan.elementwise_geometry(torch.tensor(1.0), x, x, torch.empty(64, 256), (64, 256))
     full = plan.elementwise_geometry(x, x, x, torch.empty(64, 256), (64, 256))
-    return cpu.CpuBackend(), scalar, full
+    backend = cpu.CpuBackend()
+    backend.fused_0d = False  # the Zen 4's pick for KL's 0-d walk, tested apart
+    return backend, scalar, full
 
 
 def test_the_fused_walk_is_offered_for_formulas_with_a_form(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -494,5 +496,82 @@ def test_a_fused_config_is_refused_where_the_host_offers_none() -> None:
     """Without the knob a fused config is not in the space: the call says so, naming it, before
     anything is written into out."""
     refused_in_fresh_process(
-        "fused=True", "kl_div_backward(torch.tensor(1.0), t, t, 'mean', False", {"LOSSTUNE_CPU_FUSED": "0"}
+        "fused=True",
+        "kl_div_backward(torch.tensor(1.0), t, t, 'mean', False",
+        {"LOSSTUNE_CPU_FUSED": "0", "LOSSTUNE_CPU_FUSED_0D": "0"},
     )
+
+
+def test_kl_0d_is_offered_the_fused_walk_on_the_zen_4_alone_or_where_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cpu.fused_0d_offered: the Zen 4 (znver4) alone while LOSSTUNE_CPU_FUSED_0D is unset (the Zen
+    5 offers the walk to every form through cpu_loops.FUSED; the Xeon's rows lost), any host where
+    it is 1, none where 0; never without F16C; a bad value is refused by name."""
+    monkeypatch.setattr(cpu_loops, "HAS_F16C", True)
+    for value, cpu_name, want in (
+        (None, "znver4", True),
+        (None, "znver5", False),
+        (None, "rocketlake", False),
+        (None, "znver3", False),
+        ("1", "znver3", True),
+        ("0", "znver4", False),
+    ):
+        monkeypatch.setattr(cpu_loops, "target_cpu", lambda name=cpu_name: name)
+        if value is None:
+            monkeypatch.delenv("LOSSTUNE_CPU_FUSED_0D", raising=False)
+        else:
+            monkeypatch.setenv("LOSSTUNE_CPU_FUSED_0D", value)
+        assert cpu.fused_0d_offered() is want, (value, cpu_name)
+    monkeypatch.setattr(cpu_loops, "HAS_F16C", False)
+    monkeypatch.setenv("LOSSTUNE_CPU_FUSED_0D", "1")
+    assert cpu.fused_0d_offered() is False
+    monkeypatch.setattr(cpu_loops, "HAS_F16C", True)
+    monkeypatch.setenv("LOSSTUNE_CPU_FUSED_0D", "yes")
+    with pytest.raises(ValueError, match="LOSSTUNE_CPU_FUSED_0D: expected 0 or 1, got 'yes'"):
+        cpu.fused_0d_offered()
+
+
+def test_the_zen_4s_pick_offers_the_fused_walk_to_kl_0d_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where cpu_loops.FUSED is off and the backend's fused_0d on (the Zen 4's default), Tiling.fused
+    is in the transposed space of KL without logTarget with a 0-d gradient, every dtype, and in no
+    other (a full gradient, mse, logTarget), never paired; with the pick off every space keeps the
+    hash it had, so only those entries of a table go stale where a host takes it."""
+    backend, scalar, full = _spaces_setting()
+    monkeypatch.setattr(cpu_loops, "FUSED", False)
+    cases = [(kl_div.FORMULA, scalar, dtype, True) for dtype in DTYPES]
+    cases += [(kl_div.FORMULA, full, torch.float16, False), (mse.FORMULA, scalar, torch.bfloat16, False)]
+    cases += [(kl_div.FORMULA_LOG, scalar, torch.float16, False)]
+    for formula, geo, dtype, offered in cases:
+        backend.fused_0d = True
+        space = backend.space(formula, geo, dtype)
+        assert ("fused" in dict(space.knobs)) == offered and "paired" not in dict(space.knobs), (formula.name, dtype)
+        backend.fused_0d = False
+        without = backend.space(formula, geo, dtype)
+        assert "fused" not in dict(without.knobs)
+        assert (space.hash == without.hash) != offered and space.default == without.default, (formula.name, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_the_zen_4s_pick_runs_the_fused_walk_for_kl_0d_with_the_contiguous_bits(
+    monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype
+) -> None:
+    """With cpu_loops.FUSED off and the backend's fused_0d on, a fused config of KL's transposed 0-d
+    call runs the fused walk (counted) and gives the contiguous call's bits; the same config for a
+    full gradient is not a knob there, and is refused before out is written."""
+    if not cpu_loops.HAS_F16C or not cpu._holds_a_row(cpu_loops):
+        pytest.skip("the fused walk needs F16C and a register that holds a transpose row")
+    monkeypatch.setattr(cpu_loops, "FUSED", False)
+    monkeypatch.setattr(cpu.BACKEND, "fused_0d", True)
+    dispatch.clear_plans()
+    calls = _counted(monkeypatch)
+    t = _transposed(FITS[1], dtype, 7, SPECIAL)
+    g = torch.tensor(0.75).to(dtype)
+    want = kernels.kl_div_backward(g, t.contiguous(), t.contiguous(), "mean", False)
+    for config in _configs(dtype):
+        got = kernels.kl_div_backward(g, t, t, "mean", False, config=config)
+        assert torch.equal(as_bits(got), as_bits(want)), config.short()
+    assert calls == [(FusedForm.NEGATED_SCALE, True, c.transpose_row, False) for c in _configs(dtype)]
+    out = torch.full(t.shape, 7.0).to(dtype)
+    with pytest.raises(kernels.AclnnError, match="fused is not a knob"):
+        kernels.kl_div_backward(t, t, t, "none", False, out=out, config=next(_configs(dtype)))
+    assert bool((out == 7).all())
+    dispatch.clear_plans()

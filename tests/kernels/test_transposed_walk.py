@@ -286,6 +286,7 @@ def test_the_inputs_first_order_is_offered_only_for_a_target_only_formula_with_a
     from kernels.ops import kl_div, mse
 
     backend = cpu.CpuBackend()
+    backend.fused_0d = False  # the fused knob's, tested apart (test_fused_walk)
     x = torch.randn(256, 64).t()
     monkeypatch.setattr(cpu_loops, "INPUTS_FIRST", True)
     monkeypatch.setattr(cpu_loops, "FUSED", False)  # its knob, tested apart (test_fused_walk)
@@ -366,6 +367,7 @@ def test_deferring_is_offered_for_16_bit_outs_and_never_with_inputs_first(
     from kernels.ops import kl_div, mse
 
     backend = cpu.CpuBackend()
+    backend.fused_0d = False  # the fused knob's, tested apart (test_fused_walk)
     x = torch.randn(256, 64).t()
     monkeypatch.setattr(cpu_loops, "DEFERRED", True)
     monkeypatch.setattr(cpu_loops, "INPUTS_FIRST", True)

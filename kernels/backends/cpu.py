@@ -233,10 +233,10 @@ def deferred_wide_offered() -> bool:
 
 # CPUs offered the fused transposed walk (Tiling.fused) for KL's negated scale with a 0-d gradient
 # alone, where cpu_loops.FUSED (every form, the Zen 5's) is off: the Zen 4, where at 2^22 it took
-# 0.84-0.86x the time of the chip table's walk on kl_div's bfloat16 0-d row, 0.85x on float16's and
-# 0.86x on float32's, in two runs of 7 and 11 interleaved rounds, while mse's rows, and kl_div's with
-# a full gradient, took 1.03-3.3x through it (results/performance.md, section 112). Elsewhere the
-# spaces, and the hashes their entries carry, stay as they were.
+# 0.84-0.86x the time of the chip table's walk on kl_div's three 0-d rows in 11 interleaved rounds
+# (0.75-0.92x in 7), while mse's rows, and kl_div's with a full gradient, took 1.02-2.6x through it
+# (results/performance.md, section 112). Elsewhere the spaces, and the hashes their entries carry,
+# stay as they were.
 _FUSED_0D_CPUS = ("znver4",)
 
 

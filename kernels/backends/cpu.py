@@ -191,12 +191,13 @@ def coarse_offered() -> bool:
 # 1.19-1.41x under the tier table's tile-256 configs (results/performance.md, section 98; the pick
 # alone, section 103: 0.81-0.94x on the 0-d rows). Where the host takes the coarse formula too
 # (coarse_offered), the twin is the coarse one's. Its walks with a 0-d gradient take it too
-# (section 105: the broadcast walk 0.82-0.88x from 2^18 up). The Zen 4 (LLVM's znver4), which runs
-# a 512-bit vscalefps as two halves: its KL log_target bfloat16 0-d rows took 0.67x the time at 2^22
-# and 0.72x at 2^24 (66% -> 92% of the copy), its full ones 0.90x and 0.94x, its broadcast 0-d walk
-# 0.68-0.70x at 2^20-2^24 (the transposed 0-d walk, in the order its table gives it, 1.00x), the
-# same bits (section 112). It keeps the narrow formula (no coarse pick: 0.84-0.93x in cache there,
-# 1.03-1.11x at 2^24 0-d and 2^26). Where the twin is built for every output
+# (section 105: the broadcast walk 0.82-0.88x from 2^18 up). The Zen 4 (LLVM's znver4): its KL
+# log_target bfloat16 0-d rows took 0.67x the time at 2^22 and 0.72x at 2^24 (66% -> 92% of the
+# copy), its full ones 0.90x and 0.94x, its broadcast 0-d walk 0.68-0.70x at 2^20-2^24, the same
+# bits; its transposed 0-d walk 1.00x in the inputs-first order its table gave it, and its table
+# now gives the shipped order, 0.65-0.80x that time at 2^20-2^22 (section 112). It keeps the
+# narrow formula (no coarse pick there: 0.84-0.93x on the contiguous rows in cache, 0.93-0.96x on
+# the 2^22 walks, 1.03-1.11x at 2^24 0-d and 2^26). Where the twin is built for every output
 # (cpu_loops.CHECKED_SCALE) this adds nothing.
 _CHECKED_BF16_CPUS = ("rocketlake", "znver4")
 

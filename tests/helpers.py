@@ -92,6 +92,29 @@ def run_fresh(code: str, env: dict[str, str], unset: tuple[str, ...] = ()) -> st
     return result.stdout.strip()
 
 
+def assert_cpu_pick(
+    monkeypatch: pytest.MonkeyPatch,
+    pick: Callable[[], bool],
+    switch: str,
+    cases: tuple[tuple[str | None, str, bool], ...],
+) -> None:
+    """A backends.cpu pick by the CPU numba compiles for: ``pick()`` is each case's want, with
+    cpu_loops.target_cpu saying its CPU and ``switch`` unset (None) or set to its value; then a value
+    other than 0 or 1 is refused by name."""
+    from kernels.backends import cpu_loops
+
+    for value, cpu_name, want in cases:
+        monkeypatch.setattr(cpu_loops, "target_cpu", lambda name=cpu_name: name)
+        if value is None:
+            monkeypatch.delenv(switch, raising=False)
+        else:
+            monkeypatch.setenv(switch, value)
+        assert pick() is want, (switch, value, cpu_name)
+    monkeypatch.setenv(switch, "yes")
+    with pytest.raises(ValueError, match=f"{switch}: expected 0 or 1, got 'yes'"):
+        pick()
+
+
 def refused_in_fresh_process(knob: str, call: str, env: dict[str, str]) -> None:
     """A config naming ``knob`` (``knob=...`` in a Tiling) where ``env`` keeps it out of the space:
     ``call`` (kernels.<call> on a transposed 64 x 128 tensor t, into an out of 7s, ``out=out,

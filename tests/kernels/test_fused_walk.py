@@ -26,7 +26,7 @@ from kernels.executor import Formula
 from kernels.modes import FusedForm, Variant
 from kernels.ops import kl_div, l1, mse
 from kernels.tiling import Tiling
-from tests.helpers import as_bits, refused_in_fresh_process
+from tests.helpers import as_bits, assert_cpu_pick, refused_in_fresh_process
 
 pytestmark = pytest.mark.usefixtures("cpu_backend")
 
@@ -507,27 +507,18 @@ def test_kl_0d_is_offered_the_fused_walk_on_the_zen_4_alone_or_where_asked(monke
     5 offers the walk to every form through cpu_loops.FUSED; the Xeon's rows lost), any host where
     it is 1, none where 0; never without F16C; a bad value is refused by name."""
     monkeypatch.setattr(cpu_loops, "HAS_F16C", True)
-    for value, cpu_name, want in (
+    cases = (
         (None, "znver4", True),
         (None, "znver5", False),
         (None, "rocketlake", False),
         (None, "znver3", False),
         ("1", "znver3", True),
         ("0", "znver4", False),
-    ):
-        monkeypatch.setattr(cpu_loops, "target_cpu", lambda name=cpu_name: name)
-        if value is None:
-            monkeypatch.delenv("LOSSTUNE_CPU_FUSED_0D", raising=False)
-        else:
-            monkeypatch.setenv("LOSSTUNE_CPU_FUSED_0D", value)
-        assert cpu.fused_0d_offered() is want, (value, cpu_name)
+    )
+    assert_cpu_pick(monkeypatch, cpu.fused_0d_offered, "LOSSTUNE_CPU_FUSED_0D", cases)
     monkeypatch.setattr(cpu_loops, "HAS_F16C", False)
     monkeypatch.setenv("LOSSTUNE_CPU_FUSED_0D", "1")
     assert cpu.fused_0d_offered() is False
-    monkeypatch.setattr(cpu_loops, "HAS_F16C", True)
-    monkeypatch.setenv("LOSSTUNE_CPU_FUSED_0D", "yes")
-    with pytest.raises(ValueError, match="LOSSTUNE_CPU_FUSED_0D: expected 0 or 1, got 'yes'"):
-        cpu.fused_0d_offered()
 
 
 def test_the_zen_4s_pick_offers_the_fused_walk_to_kl_0d_alone(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,7 +26,7 @@ from kernels import tiling
 from kernels.backends import cpu, cpu_loops
 from kernels.modes import Variant
 from kernels.tiling import Tiling
-from tests.helpers import as_bits, refused_in_fresh_process, run_fresh
+from tests.helpers import as_bits, assert_cpu_pick, refused_in_fresh_process, run_fresh
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # (rows, cols) of out: tile multiples, ragged in either dim, narrower than one register block;
@@ -419,22 +419,14 @@ def test_the_deferred_walk_is_offered_to_float32_outs_on_the_xeon_alone_or_where
 ) -> None:
     """cpu.deferred_wide_offered: the CPU numba compiles for (rocketlake; not the other knob CPUs,
     whose float32 rows lost), or LOSSTUNE_CPU_DEFERRED_WIDE on any host; a bad value is refused."""
-    for value, cpu_name, want in (
+    cases = (
         (None, "rocketlake", True),
         (None, "znver4", False),
         (None, "znver5", False),
         ("1", "znver4", True),
         ("0", "rocketlake", False),
-    ):
-        monkeypatch.setattr(cpu_loops, "target_cpu", lambda name=cpu_name: name)
-        if value is None:
-            monkeypatch.delenv("LOSSTUNE_CPU_DEFERRED_WIDE", raising=False)
-        else:
-            monkeypatch.setenv("LOSSTUNE_CPU_DEFERRED_WIDE", value)
-        assert cpu.deferred_wide_offered() is want, (value, cpu_name)
-    monkeypatch.setenv("LOSSTUNE_CPU_DEFERRED_WIDE", "yes")
-    with pytest.raises(ValueError, match="LOSSTUNE_CPU_DEFERRED_WIDE: expected 0 or 1, got 'yes'"):
-        cpu.deferred_wide_offered()
+    )
+    assert_cpu_pick(monkeypatch, cpu.deferred_wide_offered, "LOSSTUNE_CPU_DEFERRED_WIDE", cases)
 
 
 def test_a_float32_deferred_config_is_refused_where_the_host_offers_it_16_bit_outs_alone() -> None:

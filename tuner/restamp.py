@@ -406,8 +406,9 @@ def compiled_ir(case: Case, config: Tiling, loops: ModuleType, formulas: dict[st
 # numba names variables from process-wide counters and walks some sets of those names, so in one
 # process the second compile of the same code names and orders things differently (the parallel
 # loop's outlined function took its arguments in another order, its size checks ran in another).
-# Two fresh processes doing the same steps hand out the same names.
-_WORKER_ENV = {"PYTHONHASHSEED": "0"}
+# Two fresh processes doing the same steps hand out the same names. The compiled-loop cache
+# (kernels.backends.jit_cache) is off there: code loaded from it shows no IR.
+_WORKER_ENV = {"PYTHONHASHSEED": "0", "LOSSTUNE_JIT_CACHE": "0"}
 
 
 def _compile_only() -> None:

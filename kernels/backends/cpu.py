@@ -14,7 +14,7 @@ from types import ModuleType
 import numpy as np
 import torch
 
-from kernels.backends import cpu_loops, slug
+from kernels.backends import cpu_loops, jit_cache, slug
 from kernels.executor import Executor, Formula, Launcher
 from kernels.modes import FusedForm, GradKind, Layout, Variant
 from kernels.plan import Geometry
@@ -318,27 +318,41 @@ class CpuBackend:
         self.fused_0d = fused_0d_offered()
         threads = cpu_loops.max_threads()
         self._facts = cpu_facts(platform.machine(), threads)
+        # Compiled loops kept on disk between processes (jit_cache), for this revision's loops only:
+        # tuner.restamp reads the IR of another revision's, and cached code shows none. Read once.
+        self._cached = loops is cpu_loops and jit_cache.enabled()
+        if self._cached:
+            jit_cache.attach(fn for _, fn in self._module_walks())
 
     def built(self) -> list[tuple[str, object]]:
         """Every loop built so far, by (formula name, which of its formulas, field of CpuKernels),
         with its numba dispatcher: what a launch compiled is in their signatures (tuner.restamp)."""
+        found = [item for name, sets in self._kernels.items() for item in self._labelled(name, sets)]
+        return found + self._module_walks()
+
+    @staticmethod
+    def _labelled(name: str, sets: tuple[cpu_loops.CpuKernels, ...]) -> list[tuple[str, object]]:
+        """The dispatchers of one formula's loop sets, labelled as built() lists them."""
         found = []
-        for name, sets in self._kernels.items():
-            for i, (which, kernels) in enumerate(zip(_SET_NAMES, sets, strict=True)):
-                if any(kernels is other for other in sets[:i]):  # a formula's stand-in: listed once
+        for i, (which, kernels) in enumerate(zip(_SET_NAMES, sets, strict=True)):
+            if any(kernels is other for other in sets[:i]):  # a formula's stand-in: listed once
+                continue
+            for field in dataclasses.fields(kernels):
+                value = getattr(kernels, field.name)
+                if value is None:  # a field an old revision's loops lack (tuner.restamp.as_launched_today)
                     continue
-                for field in dataclasses.fields(kernels):
-                    value = getattr(kernels, field.name)
-                    if value is None:  # a field an old revision's loops lack (tuner.restamp.as_launched_today)
-                        continue
-                    items = value.items() if isinstance(value, dict) else [("", value)]
-                    for tile, fns in items:
-                        for build, fn in zip(("serial", "parallel"), fns, strict=True):
-                            found.append((f"{name} {which} {field.name}{tile and f'[{tile}]'} {build}", fn))
-        found.extend(
+                items = value.items() if isinstance(value, dict) else [("", value)]
+                for tile, fns in items:
+                    for build, fn in zip(("serial", "parallel"), fns, strict=True):
+                        found.append((f"{name} {which} {field.name}{tile and f'[{tile}]'} {build}", fn))
+        return found
+
+    def _module_walks(self) -> list[tuple[str, object]]:
+        """The walks the loops' module builds once for every formula (the table and fused walks)."""
+        found = [
             (f"TABLE_WALK {build}", fn)
             for build, fn in zip(("serial", "parallel"), self._loops.TABLE_WALK, strict=True)
-        )
+        ]
         found.extend(  # an older revision's loops (tuner.restamp) may have none
             (f"{kind}_WALK[{_fused_key(key)}] {build}", fn)
             for kind in ("FUSED", "PAIRED")
@@ -500,6 +514,8 @@ class CpuBackend:
                 checked_coarse_set = coarse_set
             sets = (wide, narrow_set, summed_set, half_set, coarse_set, checked_bf16_set, checked_coarse_set)
             self._kernels[formula.name] = sets
+            if self._cached:
+                jit_cache.attach(fn for _, fn in self._labelled(formula.name, sets))
         if summed:
             return sets[1] if narrow else sets[2]
         if narrow and coarse:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from numba import njit
 
 import kernels
 from kernels import dispatch
@@ -129,7 +130,12 @@ def test_the_table_walk_gathers_the_hosts_dword_lanes_at_a_time() -> None:
     """16 lanes (zmm) with AVX-512, 8 (ymm) with AVX2 only, in the machine code numba built."""
     t = torch.rand(1 << 22).to(torch.bfloat16)
     log_kl(torch.tensor(1.0).to(torch.bfloat16), t, Tiling(4096, 2, Variant.TABLE))
-    asm = "\n".join(cpu_loops.TABLE_WALK[1].inspect_asm().values())
+    # The launch's own signatures, built again by a dispatcher with no cache: the backend's may have
+    # loaded its code from the compiled-loop cache (jit_cache), which shows no assembly.
+    fresh = njit(parallel=True, nogil=True)(cpu_loops._table)
+    for sig in cpu_loops.TABLE_WALK[1].signatures:
+        fresh.compile(sig)
+    asm = "\n".join(fresh.inspect_asm().values())
     register = {16: "zmm", 8: "ymm"}[cpu_loops.GATHER_LANES]
     gathers = [line for line in asm.splitlines() if "vpgatherdd" in line]
     assert gathers and all(register in line for line in gathers), gathers[:3]

@@ -1,0 +1,352 @@
+"""An on-disk cache of the CPU backend's compiled loops, keyed by what the loops are made of.
+
+Most of a fresh process's first launches is numba compiling the loops (a tuner study, a ``bench``
+call, each asv benchmark process, each test file); the loops are the same from one process to
+the next. numba's own ``cache=True`` cannot keep them: they are closures built by
+``cpu_loops.make_cpu_kernels``, and numba keys a closure by pickling its cells, which hold
+dispatchers and intrinsics that pickle a fresh uuid per process (every process would miss,
+numba#6264); its key holds no jit option (a serial and a ``parallel=True`` build of one function
+could serve each other, numba#6845); and its index file, one per function name, is rewritten by
+each process that saves, so two processes saving variants of one closure at once can leave an
+index entry naming the other's data file (the wrong loop, loaded without a word).
+
+This cache keys each compiled signature by a token of everything numba freezes into the code:
+the function's bytecode, its closure's cells and the module globals it names, recursively through
+the jitted functions, Python functions and ``@overload`` implementations it reaches (whose
+implementations may themselves be closures: cpu_loops' ``twin_tile``), the values of the
+host-dependent switches among those globals (``RAW_FLAG``, ``HAS_BF16``, ...) as they are when
+the signature compiles, the dispatcher's jit options, the source of every module of the
+``kernels`` package, the numba, llvmlite and Python versions, and numba's target (CPU name and
+features). A value the token cannot describe stably (an object of an unknown kind) leaves that
+dispatcher uncached: it compiles as before. Each entry is a file of its own named by the key's
+hash and holding the key, written to a temporary name and renamed into place, and read back
+only where the key it holds is the one asked for: two processes saving at once each write
+whole files of their own. A file that cannot be read is a miss.
+
+Compiled code loaded from the cache cannot be inspected (numba returns no IR or assembly for
+it and warns), so tuner.restamp's workers, which hash IR, run with the cache off, and the tests
+that read a loop's assembly build loops of their own, with no cache attached.
+
+Environment: ``LOSSTUNE_JIT_CACHE=0`` turns it off (read at each load and save);
+``LOSSTUNE_JIT_CACHE_DIR`` says where it lives (default ``$XDG_CACHE_HOME/losstune/jit``, or
+``~/.cache/losstune/jit``); ``LOSSTUNE_JIT_CACHE_DEBUG=1`` prints to stderr why a dispatcher was
+left uncached and each load's and save's failure. Entries are never pruned: a kernel source change
+makes new keys, and the old files stay until the directory is removed.
+
+Built on numba's private caching hooks (``Dispatcher._cache``, ``CompileResult._reduce`` and
+``_rebuild``, as numba's own FunctionCache uses them); where this numba lacks them, nothing is
+cached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import os
+import pickle
+import sys
+import tempfile
+import types as pytypes
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+
+import llvmlite
+import numba
+import numpy as np
+from numba.core import types as nb_types
+from numba.core.dispatcher import Dispatcher
+
+ENABLE_ENV = "LOSSTUNE_JIT_CACHE"
+DIR_ENV = "LOSSTUNE_JIT_CACHE_DIR"
+DEBUG_ENV = "LOSSTUNE_JIT_CACHE_DEBUG"
+FORMAT = "losstune-jit-cache 1"  # raise when an entry's layout changes: old entries then miss
+
+# Libraries whose functions are described by name alone, covered by the versions above (numba's,
+# llvmlite's) or fixed for the process (the rest). Every other function is followed into: its code,
+# cells and globals, a test's lambdas included (two lambdas of one name differ in those).
+_LIBRARIES = frozenset(
+    ("numba", "llvmlite", "numpy", "math", "cmath", "operator", "builtins", "functools", "typing", "torch")
+)
+
+
+def _library(module: str | None) -> bool:
+    return bool(module) and module.split(".")[0] in _LIBRARIES  # type: ignore[union-attr]
+
+
+class Unstable(Exception):
+    """A value the token cannot describe the same way in every process."""
+
+
+def enabled() -> bool:
+    return os.environ.get(ENABLE_ENV, "1") != "0"
+
+
+def cache_dir() -> Path:
+    """Where the entries live (read at each load and save, so a test can point it elsewhere)."""
+    given = os.environ.get(DIR_ENV)
+    if given:
+        return Path(given)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "losstune" / "jit"
+
+
+def _debug(message: str) -> None:
+    if os.environ.get(DEBUG_ENV) == "1":
+        print(f"losstune jit cache: {message}", file=sys.stderr)
+
+
+@cache
+def _source_digest() -> str:
+    """Every module of the kernels package, by path and content: what the loops are built from, in
+    case a value the token follows by name alone changes with them."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+_registered: dict[int, list[object]] = {}  # id(func) -> its @overload implementations, as registered
+_registered_upto = [0]  # how much of numba's append-only registry _registered has read
+
+
+def _overload_impls(func: object) -> list[object]:
+    """The implementation functions of every ``@overload(func)``: the code a call of ``func``
+    compiles to, which ``func``'s own body (a stub) does not show."""
+    from numba.core.typing.templates import builtin_registry
+
+    entries = builtin_registry.globals
+    for value, typ in entries[_registered_upto[0] :]:  # the registry keeps each value alive: ids hold
+        if isinstance(typ, nb_types.Function):
+            impls = [getattr(t, "_overload_func", None) for t in typ.templates]
+            _registered.setdefault(id(value), []).extend(i for i in impls if i is not None)
+    _registered_upto[0] = len(entries)
+    return _registered.get(id(func), [])
+
+
+def _names(code: pytypes.CodeType) -> set[str]:
+    """Every global name ``code`` and the code objects nested in it may read."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, pytypes.CodeType):
+            names |= _names(const)
+    return names
+
+
+def _code_token(code: pytypes.CodeType) -> list[object]:
+    consts = [_code_token(c) if isinstance(c, pytypes.CodeType) else repr(c) for c in code.co_consts]
+    return [code.co_name, hashlib.sha256(code.co_code).hexdigest(), consts, list(code.co_names)]
+
+
+class _Tokens:
+    """The token of one value, following what it reaches; memoised by identity within one key."""
+
+    def __init__(self) -> None:
+        self._done: dict[int, object] = {}
+        self._busy: set[int] = set()
+        self._kept: list[object] = []  # holds what was memoised by id alive while the key is built
+
+    def of(self, value: object) -> object:
+        if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+            return [type(value).__name__, repr(value)]
+        if isinstance(value, (tuple, list)):
+            return [type(value).__name__, [self.of(v) for v in value]]
+        key = id(value)
+        if key in self._done:
+            return self._done[key]
+        if key in self._busy:  # a function that reaches itself: its name, once
+            return ["cycle", getattr(value, "__qualname__", type(value).__name__)]
+        self._busy.add(key)
+        self._kept.append(value)
+        try:
+            token = self._describe(value)
+        finally:
+            self._busy.discard(key)
+        self._done[key] = token
+        return token
+
+    def _describe(self, value: object) -> object:
+        if isinstance(value, (frozenset, set)):
+            return [type(value).__name__, sorted(repr(self.of(v)) for v in value)]
+        if isinstance(value, dict):
+            return ["dict", sorted((repr(self.of(k)), repr(self.of(v))) for k, v in value.items())]
+        if isinstance(value, enum.Enum):
+            return ["enum", type(value).__module__, type(value).__qualname__, value.name]
+        if isinstance(value, np.dtype):
+            return ["dtype", value.str]
+        if isinstance(value, np.generic):
+            return ["np", value.dtype.str, repr(value.item())]
+        if isinstance(value, np.ndarray):
+            return ["ndarray", value.dtype.str, value.shape, hashlib.sha256(value.tobytes()).hexdigest()]
+        if isinstance(value, nb_types.Type):
+            return ["numba type", str(value)]
+        if isinstance(value, pytypes.ModuleType):
+            if _library(value.__name__):
+                return ["module", value.__name__]
+            # One of ours, read by attribute (``loops.RAW_FLAG``): its switches as they are now.
+            switches = sorted(
+                (k, repr(v)) for k, v in vars(value).items() if isinstance(v, (bool, int, float, str, type(None)))
+            )
+            return ["module", value.__name__, switches]
+        if isinstance(value, type):
+            return ["class", value.__module__, value.__qualname__]
+        if isinstance(value, Dispatcher):
+            options = sorted((k, repr(v)) for k, v in value.targetoptions.items())
+            return ["dispatcher", type(value).__name__, options, self.of(value.py_func)]
+        if isinstance(value, pytypes.FunctionType):
+            return self._function(value)
+        wrapped = getattr(value, "__wrapped__", None)  # functools.cache and the like: what they call
+        if isinstance(wrapped, pytypes.FunctionType):
+            return ["wrapper", type(value).__qualname__, self._function(wrapped)]
+        if isinstance(value, pytypes.BuiltinFunctionType):
+            return ["builtin", getattr(value, "__module__", None), value.__qualname__]
+        defn = getattr(value, "_defn", None)  # numba's @intrinsic: its definition says what it emits
+        if isinstance(defn, pytypes.FunctionType):
+            return ["intrinsic", type(value).__name__, self._function(defn)]
+        if dataclasses.is_dataclass(value) and type(value).__dataclass_params__.frozen:
+            fields = [(f.name, self.of(getattr(value, f.name))) for f in dataclasses.fields(value)]
+            return ["dataclass", type(value).__module__, type(value).__qualname__, fields]
+        module = getattr(value, "__module__", None) or getattr(type(value), "__module__", "")
+        if callable(value) and _library(module):  # a library's (numba.prange, np.empty, ...)
+            name = getattr(value, "__qualname__", None) or getattr(type(value), "__qualname__", "")
+            return ["library", module, name]
+        raise Unstable(f"{type(value).__module__}.{type(value).__qualname__}")
+
+    def _function(self, fn: pytypes.FunctionType) -> object:
+        if _library(fn.__module__):
+            return ["library", fn.__module__, fn.__qualname__]
+        cells = [self.of(c.cell_contents) if _filled(c) else "empty" for c in fn.__closure__ or ()]
+        scope = fn.__globals__
+        named = sorted((n, self.of(scope[n])) for n in _names(fn.__code__) if n in scope)
+        overloads = [self.of(impl) for impl in _overload_impls(fn)]
+        defaults = [self.of(fn.__defaults__), self.of(fn.__kwdefaults__)]
+        return ["function", fn.__module__, fn.__qualname__, _code_token(fn.__code__), cells, named, overloads, defaults]
+
+
+def _filled(cell: pytypes.CellType) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+def token(dispatcher: Dispatcher) -> str:
+    """The hex digest describing ``dispatcher``'s code and everything it reaches; ``Unstable``
+    where some value it reaches cannot be described the same way in another process."""
+    described = _Tokens().of(dispatcher)
+    versions = [FORMAT, numba.__version__, llvmlite.__version__, sys.version, _source_digest()]
+    return hashlib.sha256(repr([versions, described]).encode()).hexdigest()
+
+
+class ContentCache:
+    """numba's per-dispatcher cache interface (what ``Dispatcher.compile`` calls on ``_cache``),
+    over one file per (token, signature, target)."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self._dispatcher = dispatcher
+        self._enabled = True
+
+    # numba's _Cache interface
+    @property
+    def cache_path(self) -> str:
+        return str(cache_dir())
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def flush(self) -> None:
+        pass
+
+    def _key(self, sig: object, codegen: object) -> str | None:
+        try:
+            tok = token(self._dispatcher)
+        except Unstable as why:
+            _debug(f"{self._dispatcher.py_func.__qualname__} left uncached: it reaches a {why}")
+            return None
+        return repr((tok, str(sig), codegen.magic_tuple()))  # type: ignore[attr-defined]
+
+    def _path(self, key: str) -> Path:
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        return cache_dir() / digest[:2] / f"{digest}.nbc"
+
+    def load_overload(self, sig: object, target_context: object) -> object:
+        if not (self._enabled and enabled()):
+            return None
+        try:
+            target_context.refresh()  # type: ignore[attr-defined]
+            key = self._key(sig, target_context.codegen())  # type: ignore[attr-defined]
+            if key is None:
+                return None
+            path = self._path(key)
+            if not path.exists():
+                return None
+            with path.open("rb") as f:
+                stored_key, payload = pickle.load(f)
+            if stored_key != key:
+                _debug(f"{path} holds another key: a miss")
+                return None
+            from numba.core.compiler import CompileResult
+
+            return CompileResult._rebuild(target_context, *payload)
+        except Exception as why:  # noqa: BLE001 - any failure to read an entry is a miss, never a wrong loop
+            _debug(f"load of {self._dispatcher.py_func.__qualname__} failed ({why!r}): compiling")
+            return None
+
+    def save_overload(self, sig: object, cres: object) -> None:
+        if not (self._enabled and enabled()):
+            return
+        try:
+            if cres.lifted or cres.library.has_dynamic_globals:  # type: ignore[attr-defined]
+                return  # numba's own FunctionCache declines these too (check_cachable)
+            key = self._key(sig, cres.codegen)  # type: ignore[attr-defined]
+            if key is None:
+                return
+            from numba.core.serialize import dumps
+
+            data = dumps((key, cres._reduce()))  # type: ignore[attr-defined]
+            path = self._path(key)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".nbc")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except Exception as why:  # noqa: BLE001 - a cache that cannot save only costs the next process a compile
+            _debug(f"save of {self._dispatcher.py_func.__qualname__} failed ({why!r})")
+
+
+def attach(dispatchers: Iterable[object]) -> int:
+    """Give each numba dispatcher in ``dispatchers`` the content cache (once; those with one
+    already keep it); the number newly given one. Nothing where the cache is off or this numba
+    lacks the hooks."""
+    if not enabled() or not _hooks_present():
+        return 0
+    count = 0
+    for fn in dispatchers:
+        if isinstance(fn, Dispatcher) and not isinstance(getattr(fn, "_cache", None), ContentCache):
+            fn._cache = ContentCache(fn)
+            count += 1
+    return count
+
+
+@cache
+def _hooks_present() -> bool:
+    from numba.core.compiler import CompileResult
+
+    rebuilds = all(hasattr(CompileResult, name) for name in ("_reduce", "_rebuild"))
+    return rebuilds and hasattr(Dispatcher, "enable_caching")
+
+
+def cache_hits(dispatchers: Iterable[object]) -> int:
+    """How many signatures of ``dispatchers`` were loaded from a cache (numba's own count)."""
+    return sum(sum(getattr(fn, "_cache_hits", {}).values()) for fn in dispatchers)

@@ -612,9 +612,23 @@ def _doctor(args: argparse.Namespace) -> int:
                     hint = " (`losstune restamp` checks them)" if stale and entry.name == "cpu" else ""
                     count = f"{len(table.entries)} entries, {stale} stale by kernel source{hint}"
                     print(f"{'':17s} {table.path.name}: {count}")
+            if entry.name == "cpu":
+                print(f"{'':17s} {_jit_cache_line()}")
         else:
             print(f"{entry.name:17s} does not load: {why}")
     return 0
+
+
+def _jit_cache_line() -> str:
+    from kernels.backends import jit_cache
+
+    if not jit_cache.enabled():
+        return f"compiled-loop cache off ({jit_cache.ENABLE_ENV}=0)"
+    root, entries, size = jit_cache.usage()
+    return (
+        f"compiled-loop cache {root}: {entries} entries, {size / 2**20:.1f} MiB "
+        f"({jit_cache.DIR_ENV} moves it, {jit_cache.ENABLE_ENV}=0 turns it off; never pruned)"
+    )
 
 
 def _dashboard(args: argparse.Namespace) -> int:

@@ -347,6 +347,13 @@ def _hooks_present() -> bool:
     return rebuilds and hasattr(Dispatcher, "enable_caching")
 
 
+def usage() -> tuple[Path, int, int]:
+    """The cache's directory, how many entries it holds and their bytes (``losstune doctor``)."""
+    root = cache_dir()
+    files = [p for p in root.rglob("*.nbc") if not p.name.startswith(".tmp-")] if root.is_dir() else []
+    return root, len(files), sum(p.stat().st_size for p in files)
+
+
 def cache_hits(dispatchers: Iterable[object]) -> int:
     """How many signatures of ``dispatchers`` were loaded from a cache (numba's own count)."""
     return sum(sum(getattr(fn, "_cache_hits", {}).values()) for fn in dispatchers)

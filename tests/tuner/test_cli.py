@@ -110,6 +110,29 @@ def test_doctor_reports_each_backend(capsys: pytest.CaptureFixture[str]) -> None
     assert "npu               does not load" in out and "torch_npu" in out
 
 
+def test_doctor_reports_the_compiled_loop_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its directory, entries and size, from a real entry (a loop compiled into it); or that it is off."""
+    import numpy as np
+    from numba import njit
+
+    from kernels.backends import jit_cache
+
+    monkeypatch.setenv(jit_cache.DIR_ENV, str(tmp_path / "jit"))
+    monkeypatch.delenv(jit_cache.ENABLE_ENV, raising=False)
+    double = njit(lambda a: a * 2)
+    jit_cache.attach([double])
+    assert double(np.float32(2.0)) == 4.0
+    ((entry,),) = [list((tmp_path / "jit").rglob("*.nbc"))]
+    assert main(["doctor"]) == 0
+    size = entry.stat().st_size / 2**20
+    assert f"compiled-loop cache {tmp_path / 'jit'}: 1 entries, {size:.1f} MiB" in capsys.readouterr().out
+    monkeypatch.setenv(jit_cache.ENABLE_ENV, "0")
+    assert main(["doctor"]) == 0
+    assert "compiled-loop cache off (LOSSTUNE_JIT_CACHE=0)" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

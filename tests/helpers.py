@@ -4,12 +4,14 @@ calls and cases the CPU loop-knob tests (prefetch, stream) sweep, with the decor
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import torch
@@ -17,11 +19,14 @@ import torch
 import kernels
 from kernels.accuracy import mismatch, ulps_for
 
+_Loops = TypeVar("_Loops")
+
 __all__ = [
     "CALLS",
     "DTYPES",
     "LOOP_SIZES",
     "as_bits",
+    "cached",
     "assert_within",
     "count_copy_runs",
     "count_journal_storages",
@@ -184,3 +189,16 @@ def every_loop_case(test: Callable[..., None]) -> Callable[..., None]:
     ):
         test = pytest.mark.parametrize(name, values, ids=ids)(test)
     return test
+
+
+def cached(loops: _Loops) -> _Loops:
+    """One build's loops (a cpu_loops.CpuKernels) given the compiled-loop cache, as the backend gives
+    its own (kernels.backends.jit_cache): a rerun of the test loads what this one compiled. Not for
+    a test that reads a loop's IR or assembly (cached code shows none)."""
+    from kernels.backends import jit_cache
+
+    for field in dataclasses.fields(loops):  # type: ignore[arg-type]
+        value = getattr(loops, field.name)
+        pairs = value.values() if isinstance(value, dict) else [value]
+        jit_cache.attach(fn for pair in pairs for fn in pair)
+    return loops

@@ -97,7 +97,6 @@ def _debug(message: str) -> None:
         print(f"losstune jit cache: {message}", file=sys.stderr)
 
 
-@cache
 def _source_digest() -> str:
     """Every module of the kernels package, by path and content: what the loops are built from, in
     case a value the token follows by name alone changes with them."""
@@ -107,6 +106,11 @@ def _source_digest() -> str:
         h.update(str(path.relative_to(root)).encode())
         h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
+
+
+# Read when the backend imports this module, beside the loops, not at the first compile: a source
+# edited while a process runs would otherwise key that process's (older) loops by the new source.
+_SOURCE = _source_digest()
 
 
 _registered: dict[int, list[object]] = {}  # id(func) -> its @overload implementations, as registered
@@ -238,7 +242,7 @@ def token(dispatcher: Dispatcher) -> str:
     """The hex digest describing ``dispatcher``'s code and everything it reaches; ``Unstable``
     where some value it reaches cannot be described the same way in another process."""
     described = _Tokens().of(dispatcher)
-    versions = [FORMAT, numba.__version__, llvmlite.__version__, sys.version, _source_digest()]
+    versions = [FORMAT, numba.__version__, llvmlite.__version__, sys.version, _SOURCE]
     return hashlib.sha256(repr([versions, described]).encode()).hexdigest()
 
 

@@ -26,7 +26,7 @@ from kernels.backends import cpu, cpu_loops
 from kernels.modes import Variant
 from kernels.ops import kl_div, mse
 from kernels.tiling import Tiling
-from tests.helpers import as_bits, run_fresh
+from tests.helpers import as_bits, cached, run_fresh
 
 LOG = kl_div.FORMULA_LOG
 TILE = 1024
@@ -43,17 +43,19 @@ def _build(
     """``raw``: the twin's raw flag and normal_run's store; ``deferred`` (with it): the deferred
     walk's whole tiles through the twin too (make_cpu_kernels' deferred_twin)."""
     if not raw:
-        return cpu_loops.make_cpu_kernels(value, LOG.compute_bound, twin, apart=apart)
+        return cached(cpu_loops.make_cpu_kernels(value, LOG.compute_bound, twin, apart=apart))
     with pytest.MonkeyPatch.context() as patch:  # RAW_FLAG is read when the loops are built
         patch.setattr(cpu_loops, "RAW_FLAG", True)
-        return cpu_loops.make_cpu_kernels(
-            value,
-            LOG.compute_bound,
-            twin,
-            apart=apart,
-            checked_range=LOG.checked_range,
-            normal_low=LOG.normal_low,
-            deferred_twin=deferred,
+        return cached(
+            cpu_loops.make_cpu_kernels(
+                value,
+                LOG.compute_bound,
+                twin,
+                apart=apart,
+                checked_range=LOG.checked_range,
+                normal_low=LOG.normal_low,
+                deferred_twin=deferred,
+            )
         )
 
 

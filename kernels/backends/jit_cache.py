@@ -48,7 +48,7 @@ import pickle
 import sys
 import tempfile
 import types as pytypes
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 
@@ -345,10 +345,25 @@ def attach(dispatchers: Iterable[object]) -> int:
 
 @cache
 def _hooks_present() -> bool:
+    """Whether this numba has the hooks the cache uses, and its registry shows an ``@overload``'s
+    implementation where _overload_impls looks (were it not to, two builds that differ in an
+    overload's closure alone would share a key: then nothing is cached)."""
     from numba.core.compiler import CompileResult
+    from numba.extending import overload
 
     rebuilds = all(hasattr(CompileResult, name) for name in ("_reduce", "_rebuild"))
-    return rebuilds and hasattr(Dispatcher, "enable_caching")
+
+    def probe() -> None:  # pragma: no cover - never called: an overload's key
+        raise NotImplementedError
+
+    def probe_impl() -> Callable[[], None]:
+        return lambda: None
+
+    overload(probe)(probe_impl)
+    found = _overload_impls(probe) == [probe_impl]
+    if not found:
+        _debug("this numba's registry hides @overload implementations: nothing is cached")
+    return rebuilds and hasattr(Dispatcher, "enable_caching") and found
 
 
 def usage() -> tuple[Path, int, int]:

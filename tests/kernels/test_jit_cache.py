@@ -218,3 +218,14 @@ def test_the_restamp_workers_run_with_the_cache_off(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setenv(jit_cache.ENABLE_ENV, "1")
     assert restamp._worker_env(None)[jit_cache.ENABLE_ENV] == "0"
+
+
+def test_a_numba_whose_registry_hides_overloads_caches_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plumbing (the registry's reading replaced): were this numba to keep @overload implementations
+    where the token does not look, two builds that differ in an overload's closure alone would share
+    a key, so nothing is attached."""
+    assert jit_cache._hooks_present.__wrapped__()
+    monkeypatch.setattr(jit_cache, "_overload_impls", lambda func: [])
+    monkeypatch.setattr(jit_cache, "_hooks_present", jit_cache._hooks_present.__wrapped__)
+    assert not jit_cache._hooks_present()
+    assert jit_cache.attach([_adder(1.0)]) == 0

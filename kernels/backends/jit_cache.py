@@ -43,8 +43,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
+import itertools
 import os
 import pickle
+import secrets
+import struct
 import sys
 import tempfile
 import types as pytypes
@@ -54,7 +57,9 @@ from pathlib import Path
 
 import llvmlite
 import numba
+import numba.core.event
 import numpy as np
+from llvmlite import ir as ll_ir
 from numba.core import types as nb_types
 from numba.core.dispatcher import Dispatcher
 
@@ -117,6 +122,66 @@ _registered: dict[int, list[object]] = {}  # id(func) -> its @overload implement
 _registered_upto = [0]  # how much of numba's append-only registry _registered has read
 
 
+# The modules numba compiles the loops from, and every global of each as it was when the backend
+# imported this module. numba keeps what it typed once (an @overload's implementation for a set of
+# argument types, a callee it compiled) for the rest of the process; so once anything compiles while
+# one of these globals is not what it was (a test's monkeypatch of cpu_loops.HAS_BF16), a later
+# compile in this process may hold code of that value while the token reads the value restored.
+# From that compile on, this process saves nothing (it still loads: a loaded entry is whole).
+_COMPILED_FROM = (
+    "kernels.backends.cpu_loops",
+    "kernels.scalar",
+    "kernels.ops.mse",
+    "kernels.ops.l1",
+    "kernels.ops.kl_div",
+)
+_AS_IMPORTED = {name: dict(vars(sys.modules[name])) for name in _COMPILED_FROM if name in sys.modules}
+_tainted: list[str] = []  # the first global seen changed at a compile, once one was
+
+
+def _changed() -> str | None:
+    for name, was in _AS_IMPORTED.items():
+        now = vars(sys.modules[name])
+        for key, value in was.items():
+            if now.get(key, _MISSING) is not value:
+                return f"{name}.{key}"
+    return None
+
+
+_MISSING = object()
+
+
+class _CompileWatch(numba.core.event.Listener):
+    """At each compile in this process (cached loop or not), whether a watched global has changed."""
+
+    def on_start(self, event: object) -> None:
+        if not _tainted:
+            changed = _changed()
+            if changed is not None:
+                _tainted.append(changed)
+                _debug(f"{changed} changed since import and something compiled: this process saves nothing")
+
+    def on_end(self, event: object) -> None:
+        pass
+
+
+# Whether this process's compiled names are its own and its compiles watched (below): set where the
+# cache is on when the backend imports this module; attach gives no loop the cache without it.
+_READY = enabled()
+if _READY:
+    numba.core.event.register("numba:compile", _CompileWatch())
+    # numba names each compiled function by its qualname and a counter that starts at 1 in every
+    # process, and a loop links the functions it calls through _apart under those names, as weak
+    # symbols. A loaded loop's callee whose name a function compiled here already holds binds to that
+    # one (numba#10486): two processes that compiled in the same order hand out the same names to
+    # different closures (a loop of another formula, another twin), and the loaded loop would call
+    # the wrong one. Counting from a random 62-bit start makes each process's names its own.
+    # (tuner.restamp's workers, which compare IR by name, run with the cache off: not here.)
+    from numba.core.bytecode import FunctionIdentity
+
+    FunctionIdentity._unique_ids = itertools.count(secrets.randbits(62))
+
+
 def _overload_impls(func: object) -> list[object]:
     """The implementation functions of every ``@overload(func)``: the code a call of ``func``
     compiles to, which ``func``'s own body (a stub) does not show."""
@@ -154,7 +219,11 @@ class _Tokens:
         self._kept: list[object] = []  # holds what was memoised by id alive while the key is built
 
     def of(self, value: object) -> object:
-        if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        if isinstance(value, float):  # by its bits: repr gives every NaN one spelling
+            return ["float", struct.pack("<d", value).hex()]
+        if isinstance(value, complex):
+            return ["complex", struct.pack("<dd", value.real, value.imag).hex()]
+        if value is None or isinstance(value, (bool, int, str, bytes)):
             return [type(value).__name__, repr(value)]
         if isinstance(value, (tuple, list)):
             return [type(value).__name__, [self.of(v) for v in value]]
@@ -182,11 +251,13 @@ class _Tokens:
         if isinstance(value, np.dtype):
             return ["dtype", value.str]
         if isinstance(value, np.generic):
-            return ["np", value.dtype.str, repr(value.item())]
+            return ["np", value.dtype.str, value.tobytes().hex()]
         if isinstance(value, np.ndarray):
             return ["ndarray", value.dtype.str, value.shape, hashlib.sha256(value.tobytes()).hexdigest()]
         if isinstance(value, nb_types.Type):
             return ["numba type", str(value)]
+        if isinstance(value, ll_ir.Type):  # an LLVM type an intrinsic builds with (_I32): its spelling
+            return ["llvm type", str(value)]
         if isinstance(value, pytypes.ModuleType):
             if _library(value.__name__):
                 return ["module", value.__name__]
@@ -213,10 +284,14 @@ class _Tokens:
         if dataclasses.is_dataclass(value) and type(value).__dataclass_params__.frozen:
             fields = [(f.name, self.of(getattr(value, f.name))) for f in dataclasses.fields(value)]
             return ["dataclass", type(value).__module__, type(value).__qualname__, fields]
-        module = getattr(value, "__module__", None) or getattr(type(value), "__module__", "")
-        if callable(value) and _library(module):  # a library's (numba.prange, np.empty, ...)
-            name = getattr(value, "__qualname__", None) or getattr(type(value), "__qualname__", "")
+        # A library's function under another type (a numpy ufunc, a numba typing function): by
+        # name. An instance of any other kind (a partial, an object with state) cannot be told.
+        name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+        module = getattr(value, "__module__", None)
+        if callable(value) and isinstance(name, str) and isinstance(module, str) and _library(module):
             return ["library", module, name]
+        if isinstance(value, np.ufunc):
+            return ["ufunc", value.__name__]
         raise Unstable(f"{type(value).__module__}.{type(value).__qualname__}")
 
     def _function(self, fn: pytypes.FunctionType) -> object:
@@ -242,8 +317,20 @@ def token(dispatcher: Dispatcher) -> str:
     """The hex digest describing ``dispatcher``'s code and everything it reaches; ``Unstable``
     where some value it reaches cannot be described the same way in another process."""
     described = _Tokens().of(dispatcher)
-    versions = [FORMAT, numba.__version__, llvmlite.__version__, sys.version, _SOURCE]
+    versions = [FORMAT, numba.__version__, llvmlite.__version__, np.__version__, sys.version, _SOURCE, _config()]
     return hashlib.sha256(repr([versions, described]).encode()).hexdigest()
+
+
+def _config() -> list[tuple[str, str]]:
+    """numba's settings (NUMBA_OPT, NUMBA_BOUNDSCHECK, the vectorisers, ...), as they are now: the
+    target's CPU and features are in numba's own magic tuple, the rest of what shapes code is here."""
+    from numba.core import config
+
+    return sorted(
+        (k, repr(v))
+        for k, v in vars(config).items()
+        if k.isupper() and isinstance(v, (bool, int, float, str, type(None)))
+    )
 
 
 class ContentCache:
@@ -309,6 +396,8 @@ class ContentCache:
         try:
             if cres.lifted or cres.library.has_dynamic_globals:  # type: ignore[attr-defined]
                 return  # numba's own FunctionCache declines these too (check_cachable)
+            if _tainted:
+                return
             key = self._key(sig, cres.codegen)  # type: ignore[attr-defined]
             if key is None:
                 return
@@ -333,7 +422,7 @@ def attach(dispatchers: Iterable[object]) -> int:
     """Give each numba dispatcher in ``dispatchers`` the content cache (once; those with one
     already keep it); the number newly given one. Nothing where the cache is off or this numba
     lacks the hooks."""
-    if not enabled() or not _hooks_present():
+    if not (_READY and enabled() and _hooks_present()):
         return 0
     count = 0
     for fn in dispatchers:

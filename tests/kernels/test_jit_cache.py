@@ -229,3 +229,62 @@ def test_a_numba_whose_registry_hides_overloads_caches_nothing(monkeypatch: pyte
     monkeypatch.setattr(jit_cache, "_hooks_present", jit_cache._hooks_present.__wrapped__)
     assert not jit_cache._hooks_present()
     assert jit_cache.attach([_adder(1.0)]) == 0
+
+
+_APART_LOOP = """
+import os, numpy as np
+from numba import njit
+from kernels.backends import jit_cache
+from kernels.backends.cpu_loops import _apart
+
+def build(k):
+    @njit(nogil=True)
+    def inner(a, i):
+        return a[i] * k
+
+    def outer(a):
+        s = 0.0
+        for i in range(a.shape[0]):
+            s += _apart(inner, (a, i))
+        return s
+
+    fn = njit(outer)
+    jit_cache.attach([fn])
+    return fn
+
+a = np.arange(4.0)
+print(" ".join(str(build(float(k))(a)) for k in os.environ["KS"].split()))
+"""
+
+
+def test_a_loaded_loop_calls_its_own_callee_not_one_compiled_here(tmp_path: Path) -> None:
+    """A loop links what it calls through _apart under numba's names for them, which count from 1 in
+    every process: the second process compiles the k=2 loop first, in the steps the first took for
+    k=1, then loads k=1's. With those names shared, the loaded loop called the k=2 callee compiled
+    here (numba#10486: 12.0 where 6.0 was due); each process's names are its own."""
+    env = {jit_cache.DIR_ENV: str(tmp_path), jit_cache.ENABLE_ENV: "1"}
+    assert run_fresh(_APART_LOOP, {**env, "KS": "1"}) == "6.0"
+    assert len(_entries(tmp_path)) == 1
+    assert run_fresh(_APART_LOOP, {**env, "KS": "2 1"}) == "12.0 6.0"
+
+
+def test_a_compile_under_a_changed_loops_global_ends_this_processs_saves(tmp_path: Path) -> None:
+    """numba keeps what it typed for the rest of the process, so a loop compiled after a switch of
+    cpu_loops was changed and put back may hold the changed one's code under the restored key: after
+    such a compile, nothing more is saved (loads go on)."""
+    code = (
+        "import numpy as np\n"
+        "from kernels.backends import cpu_loops, jit_cache\n"
+        "from tests.kernels.test_jit_cache import _adder\n"
+        "a, out = np.arange(4.0, dtype=np.float32), np.empty(4, np.float32)\n"
+        "first = _adder(1.0); jit_cache.attach([first]); first(a, out)\n"
+        "cpu_loops.HAS_BF16 = not cpu_loops.HAS_BF16\n"
+        "_adder(2.0)(a, out)  # any compile, cached loop or not\n"
+        "cpu_loops.HAS_BF16 = not cpu_loops.HAS_BF16\n"
+        "later = _adder(3.0); jit_cache.attach([later]); later(a, out)\n"
+        "again = _adder(1.0); jit_cache.attach([again]); again(a, out)\n"
+        "print(jit_cache._tainted, jit_cache.cache_hits([again]))\n"
+    )
+    env = {jit_cache.DIR_ENV: str(tmp_path), jit_cache.ENABLE_ENV: "1"}
+    assert run_fresh(code, env) == "['kernels.backends.cpu_loops.HAS_BF16'] 1"
+    assert len(_entries(tmp_path)) == 1  # k=1's, saved before; k=3's not

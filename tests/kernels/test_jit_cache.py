@@ -53,8 +53,12 @@ def _overloaded(k: float):  # noqa: ANN202 - a numba dispatcher
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty cache of this test's own, in a process that saves: an earlier test file in this worker
+    may have compiled under a monkeypatched cpu_loops global, which ends a process's saves (tested in a
+    fresh process below); the loops these tests compile read none of those globals."""
     monkeypatch.setenv(jit_cache.DIR_ENV, str(tmp_path))
     monkeypatch.delenv(jit_cache.ENABLE_ENV, raising=False)
+    monkeypatch.setattr(jit_cache, "_tainted", [])
     return tmp_path
 
 

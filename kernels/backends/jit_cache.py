@@ -340,6 +340,9 @@ class ContentCache:
     def __init__(self, dispatcher: Dispatcher) -> None:
         self._dispatcher = dispatcher
         self._enabled = True
+        # A miss's key, by signature, for the save that follows it in the same compile: the token
+        # walks everything the loop reaches, once a compile is enough.
+        self._missed: dict[str, str | None] = {}
 
     # numba's _Cache interface
     @property
@@ -373,6 +376,7 @@ class ContentCache:
         try:
             target_context.refresh()  # type: ignore[attr-defined]
             key = self._key(sig, target_context.codegen())  # type: ignore[attr-defined]
+            self._missed[str(sig)] = key  # dropped below on a hit
             if key is None:
                 return None
             path = self._path(key)
@@ -385,7 +389,9 @@ class ContentCache:
                 return None
             from numba.core.compiler import CompileResult
 
-            return CompileResult._rebuild(target_context, *payload)
+            loaded = CompileResult._rebuild(target_context, *payload)
+            del self._missed[str(sig)]
+            return loaded
         except Exception as why:  # noqa: BLE001 - any failure to read an entry is a miss, never a wrong loop
             _debug(f"load of {self._dispatcher.py_func.__qualname__} failed ({why!r}): compiling")
             return None
@@ -398,7 +404,8 @@ class ContentCache:
                 return  # numba's own FunctionCache declines these too (check_cachable)
             if _tainted:
                 return
-            key = self._key(sig, cres.codegen)  # type: ignore[attr-defined]
+            missed = str(sig) in self._missed
+            key = self._missed.pop(str(sig)) if missed else self._key(sig, cres.codegen)  # type: ignore[attr-defined]
             if key is None:
                 return
             from numba.core.serialize import dumps

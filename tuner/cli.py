@@ -206,6 +206,11 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("doctor", help="which backends load here, their device facts, and why not")
 
+    jit = sub.add_parser("cache", help="the CPU backend's compiled-loop cache: where, how big, prune or clear it")
+    what = jit.add_mutually_exclusive_group()
+    what.add_argument("--prune", action="store_true", help="remove least recently used entries down to the cap")
+    what.add_argument("--clear", action="store_true", help="remove every entry")
+
     dash = sub.add_parser("dashboard", help="build the static dashboard from results/, or serve it on loopback")
     dsub = dash.add_subparsers(dest="action", required=True)
     build = dsub.add_parser("build", help="write the site (default results/dashboard); opens from file://")
@@ -625,10 +630,27 @@ def _jit_cache_line() -> str:
     if not jit_cache.enabled():
         return f"compiled-loop cache off ({jit_cache.ENABLE_ENV}=0)"
     root, entries, size = jit_cache.usage()
+    try:
+        cap = f"capped at {jit_cache.max_bytes() / 2**20:.0f} MiB by {jit_cache.MAX_ENV}"
+    except ValueError as bad:
+        cap = f"not pruned: {bad}"
     return (
-        f"compiled-loop cache {root}: {entries} entries, {size / 2**20:.1f} MiB "
-        f"({jit_cache.DIR_ENV} moves it, {jit_cache.ENABLE_ENV}=0 turns it off; never pruned)"
+        f"compiled-loop cache {root}: {entries} entries, {size / 2**20:.1f} MiB, {cap} "
+        f"({jit_cache.DIR_ENV} moves it, {jit_cache.ENABLE_ENV}=0 turns it off)"
     )
+
+
+def _cache(args: argparse.Namespace) -> int:
+    from kernels.backends import jit_cache
+
+    cap = jit_cache.max_bytes()  # a bad LOSSTUNE_JIT_CACHE_MAX_MB is an error before anything is removed
+    if args.prune or args.clear:
+        removed, freed = jit_cache.clear() if args.clear else jit_cache.prune(cap)
+        print(f"removed {removed} entries, {freed / 2**20:.1f} MiB")
+    root, entries, size = jit_cache.usage()
+    state = "" if jit_cache.enabled() else f" (off: {jit_cache.ENABLE_ENV}=0)"
+    print(f"{root}: {entries} entries, {size / 2**20:.1f} MiB of {cap / 2**20:.0f} MiB{state}")
+    return 0
 
 
 def _dashboard(args: argparse.Namespace) -> int:
@@ -677,6 +699,7 @@ COMMANDS = {
     "bench": _bench,
     "goals": _goals,
     "doctor": _doctor,
+    "cache": _cache,
     "machine": _machine,
     "dashboard": _dashboard,
 }

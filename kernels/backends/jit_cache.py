@@ -30,8 +30,10 @@ that read a loop's assembly build loops of their own, with no cache attached.
 Environment: ``LOSSTUNE_JIT_CACHE=0`` turns it off (read at each load and save);
 ``LOSSTUNE_JIT_CACHE_DIR`` says where it lives (default ``$XDG_CACHE_HOME/losstune/jit``, or
 ``~/.cache/losstune/jit``); ``LOSSTUNE_JIT_CACHE_DEBUG=1`` prints to stderr why a dispatcher was
-left uncached and each load's and save's failure. Entries are never pruned: a kernel source change
-makes new keys, and the old files stay until the directory is removed.
+left uncached and each load's and save's failure; ``LOSSTUNE_JIT_CACHE_MAX_MB`` caps its size
+(default 1024 MiB). A kernel source change makes new keys, so old entries stop being read: a save
+that takes the cache over its cap removes the least recently used entries (a load marks its entry
+used) down to 80% of the cap, and ``losstune cache --prune`` / ``--clear`` do it by hand.
 
 Built on numba's private caching hooks (``Dispatcher._cache``, ``CompileResult._reduce`` and
 ``_rebuild``, as numba's own FunctionCache uses them); where this numba lacks them, nothing is
@@ -50,7 +52,9 @@ import secrets
 import struct
 import sys
 import tempfile
+import time
 import types as pytypes
+import warnings
 from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
@@ -66,6 +70,12 @@ from numba.core.dispatcher import Dispatcher
 ENABLE_ENV = "LOSSTUNE_JIT_CACHE"
 DIR_ENV = "LOSSTUNE_JIT_CACHE_DIR"
 DEBUG_ENV = "LOSSTUNE_JIT_CACHE_DEBUG"
+MAX_ENV = "LOSSTUNE_JIT_CACHE_MAX_MB"
+DEFAULT_MAX_MB = 1024  # a CI run writes ~60 MB; every edit under kernels/ starts a new set of keys
+# A save that takes the cache over its cap prunes it to this share of the cap, so the saves after it
+# do not each walk the directory again.
+_PRUNE_TO = 0.8
+_STALE_TMP_S = 3600.0  # a temp file older than this was left by a killed writer
 FORMAT = "losstune-jit-cache 1"  # raise when an entry's layout changes: old entries then miss
 
 # Libraries whose functions are described by name alone, covered by the versions above (numba's,
@@ -95,6 +105,20 @@ def cache_dir() -> Path:
         return Path(given)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "losstune" / "jit"
+
+
+def max_bytes() -> int:
+    """The cap on the cache's size, from LOSSTUNE_JIT_CACHE_MAX_MB (MiB; 0 keeps nothing)."""
+    given = os.environ.get(MAX_ENV)
+    if given is None or given == "":
+        return DEFAULT_MAX_MB * 2**20
+    try:
+        mib = int(given)
+    except ValueError:
+        mib = -1
+    if mib < 0:
+        raise ValueError(f"{MAX_ENV}: expected a whole number of MiB, 0 or more, got {given!r}")
+    return mib * 2**20
 
 
 def _debug(message: str) -> None:
@@ -391,6 +415,7 @@ class ContentCache:
 
             loaded = CompileResult._rebuild(target_context, *payload)
             del self._missed[str(sig)]
+            _touch(path)
             return loaded
         except Exception as why:  # noqa: BLE001 - any failure to read an entry is a miss, never a wrong loop
             _debug(f"load of {self._dispatcher.py_func.__qualname__} failed ({why!r}): compiling")
@@ -421,6 +446,7 @@ class ContentCache:
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
+            _saved(len(data))
         except Exception as why:  # noqa: BLE001 - a cache that cannot save only costs the next process a compile
             _debug(f"save of {self._dispatcher.py_func.__qualname__} failed ({why!r})")
 
@@ -462,11 +488,90 @@ def _hooks_present() -> bool:
     return rebuilds and hasattr(Dispatcher, "enable_caching") and found
 
 
+def _touch(path: Path) -> None:
+    """Mark a loaded entry as used now: pruning drops the least recently used first (by mtime, as
+    atime is often not kept)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass  # a cache on a read-only mount still loads
+
+
+# Bytes this process believes the cache holds: None until its first save walks the directory.
+_held: list[int] = []
+_warned: list[bool] = []
+
+
+def _saved(size: int) -> None:
+    """After a save: prune when the cache has gone over its cap."""
+    if not _held:
+        _held.append(sum(size for _, size, _ in _entries(cache_dir())))
+    else:
+        _held[0] += size
+    try:
+        cap = max_bytes()
+    except ValueError as bad:
+        if not _warned:
+            _warned.append(True)
+            warnings.warn(f"{bad}: the compiled-loop cache is not pruned", stacklevel=2)
+        return
+    if _held[0] > cap:
+        prune(int(cap * _PRUNE_TO))
+        _held.clear()
+
+
+def _entries(root: Path) -> list[tuple[Path, int, float]]:
+    """Each entry's path, bytes and last use; entries another process removes meanwhile are left out."""
+    found = []
+    for path in root.rglob("*.nbc") if root.is_dir() else ():
+        if path.name.startswith(".tmp-"):
+            continue
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            continue
+        found.append((path, st.st_size, st.st_mtime))
+    return found
+
+
+def prune(limit: int | None = None) -> tuple[int, int]:
+    """Remove the least recently used entries until the cache holds ``limit`` bytes at most (default:
+    the cap), and temp files a killed writer left; the entries and bytes removed. Safe beside other
+    processes: a loader whose entry goes is a miss, and compiles."""
+    limit = max_bytes() if limit is None else limit
+    if limit < 0:
+        raise ValueError(f"limit: expected bytes, 0 or more, got {limit}")
+    root = cache_dir()
+    entries = sorted(_entries(root), key=lambda e: e[2])
+    total = sum(size for _, size, _ in entries)
+    removed = freed = 0
+    for path, size, _ in entries:
+        if total <= limit:
+            break
+        path.unlink(missing_ok=True)
+        total -= size
+        removed += 1
+        freed += size
+    now = time.time()
+    for tmp in root.rglob(".tmp-*.nbc") if root.is_dir() else ():
+        try:
+            if now - tmp.stat().st_mtime > _STALE_TMP_S:
+                tmp.unlink(missing_ok=True)
+        except FileNotFoundError:
+            continue
+    return removed, freed
+
+
+def clear() -> tuple[int, int]:
+    """Remove every entry; the entries and bytes removed."""
+    return prune(0)
+
+
 def usage() -> tuple[Path, int, int]:
     """The cache's directory, how many entries it holds and their bytes (``losstune doctor``)."""
     root = cache_dir()
-    files = [p for p in root.rglob("*.nbc") if not p.name.startswith(".tmp-")] if root.is_dir() else []
-    return root, len(files), sum(p.stat().st_size for p in files)
+    files = _entries(root)
+    return root, len(files), sum(size for _, size, _ in files)
 
 
 def cache_hits(dispatchers: Iterable[object]) -> int:

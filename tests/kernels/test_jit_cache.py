@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -59,11 +61,13 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv(jit_cache.DIR_ENV, str(tmp_path))
     monkeypatch.delenv(jit_cache.ENABLE_ENV, raising=False)
     monkeypatch.setattr(jit_cache, "_tainted", [])
+    monkeypatch.setattr(jit_cache, "_held", [])  # this process's tally of the cache's bytes: another cache's
+    monkeypatch.delenv(jit_cache.MAX_ENV, raising=False)
     return tmp_path
 
 
 def _entries(root: Path) -> list[Path]:
-    return sorted(root.rglob("*.nbc"))
+    return sorted(p for p in root.rglob("*.nbc") if not p.name.startswith(".tmp-"))
 
 
 def _run(fn, a: np.ndarray) -> np.ndarray:  # noqa: ANN001 - a numba dispatcher
@@ -117,6 +121,68 @@ def test_a_new_build_of_the_same_loop_loads_it(cache: Path) -> None:
     jit_cache.attach([again])
     assert _run(again, A).tolist() == (A + 3).tolist()
     assert jit_cache.cache_hits([again]) == 1 and jit_cache.cache_hits([first]) == 0
+
+
+def _fake_entries(root: Path, count: int, mib: float = 1.0) -> list[Path]:
+    """Files laid out as entries, last used long ago, the first most recently."""
+    made = []
+    for i in range(count):
+        path = root / "ff" / f"old{i}.nbc"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"\0" * int(mib * 2**20))
+        os.utime(path, (0, 1e9 - i * 60))
+        made.append(path)
+    return made
+
+
+def test_a_load_marks_its_entry_used(cache: Path) -> None:
+    first = _adder(4.0)
+    jit_cache.attach([first])
+    _run(first, A)
+    (path,) = _entries(cache)
+    os.utime(path, (0, 1e9))
+    again = _adder(4.0)
+    jit_cache.attach([again])
+    assert _run(again, A).tolist() == (A + 5).tolist() and jit_cache.cache_hits([again]) == 1
+    assert path.stat().st_mtime > time.time() - 600
+
+
+def test_a_save_over_the_cap_removes_the_least_recently_used_down_to_most_of_it(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cap 2 MiB, three 1 MiB entries held: the save of a real loop takes the cache over it, and the
+    two least recently used go (down to 80% of the cap), the loop just saved and the newest kept; a
+    killed writer's old temp file goes with them, a live writer's stays."""
+    newest, middle, oldest = _fake_entries(cache, 3)
+    stale, live = cache / "ff" / ".tmp-stale.nbc", cache / "ff" / ".tmp-live.nbc"
+    stale.write_bytes(b"x")
+    live.write_bytes(b"x")
+    os.utime(stale, (0, time.time() - 2 * 3600))
+    monkeypatch.setenv(jit_cache.MAX_ENV, "2")
+    fn = _adder(5.0)
+    jit_cache.attach([fn])
+    assert _run(fn, A).tolist() == (A + 6).tolist()
+    kept = set(_entries(cache))
+    assert newest in kept and middle not in kept and oldest not in kept and len(kept) == 2
+    assert live.exists() and not stale.exists()
+    again = _adder(5.0)  # the loop's own entry survived the prune its save caused
+    jit_cache.attach([again])
+    assert _run(again, A).tolist() == (A + 6).tolist() and jit_cache.cache_hits([again]) == 1
+
+
+def test_a_bad_cap_warns_and_still_saves(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(jit_cache.MAX_ENV, "1.5")
+    monkeypatch.setattr(jit_cache, "_warned", [])
+    (old,) = _fake_entries(cache, 1)
+    fn = _adder(6.0)
+    jit_cache.attach([fn])
+    with pytest.warns(
+        UserWarning, match=r"LOSSTUNE_JIT_CACHE_MAX_MB: expected a whole number of MiB, 0 or more, got '1.5'"
+    ):
+        _run(fn, A)
+    assert len(_entries(cache)) == 2 and old.exists()
+    with pytest.raises(ValueError, match="limit: expected bytes, 0 or more, got -1"):
+        jit_cache.prune(-1)
 
 
 def test_the_key_tells_apart_cells_options_globals_and_overload_closures(monkeypatch: pytest.MonkeyPatch) -> None:

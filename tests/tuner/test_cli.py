@@ -128,10 +128,45 @@ def test_doctor_reports_the_compiled_loop_cache(
     ((entry,),) = [list((tmp_path / "jit").rglob("*.nbc"))]
     assert main(["doctor"]) == 0
     size = entry.stat().st_size / 2**20
-    assert f"compiled-loop cache {tmp_path / 'jit'}: 1 entries, {size:.1f} MiB" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"compiled-loop cache {tmp_path / 'jit'}: 1 entries, {size:.1f} MiB, capped at 1024 MiB" in out
+    monkeypatch.setenv(jit_cache.MAX_ENV, "lots")
+    assert main(["doctor"]) == 0
+    assert "not pruned: LOSSTUNE_JIT_CACHE_MAX_MB: expected a whole number of MiB" in capsys.readouterr().out
     monkeypatch.setenv(jit_cache.ENABLE_ENV, "0")
     assert main(["doctor"]) == 0
     assert "compiled-loop cache off (LOSSTUNE_JIT_CACHE=0)" in capsys.readouterr().out
+
+
+def test_cache_prunes_to_the_cap_clears_and_refuses_a_bad_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Over files laid out as entries (their bytes are never read here): --prune keeps the most
+    recently used under the cap, --clear removes the rest, a bad cap is refused with every entry kept."""
+    import os
+
+    from kernels.backends import jit_cache
+
+    root = tmp_path / "jit"
+    monkeypatch.setenv(jit_cache.DIR_ENV, str(root))
+    monkeypatch.setenv(jit_cache.MAX_ENV, "2")
+    (root / "ab").mkdir(parents=True)
+    for age in range(4):  # 1 MiB each, entry 0 the most recently used
+        entry = root / "ab" / f"{age}.nbc"
+        entry.write_bytes(b"\0" * 2**20)
+        os.utime(entry, (0, 1e9 - age * 60))
+    monkeypatch.setenv(jit_cache.MAX_ENV, "-1")
+    assert main(["cache", "--prune"]) == 2
+    assert "LOSSTUNE_JIT_CACHE_MAX_MB: expected a whole number of MiB, 0 or more, got '-1'" in capsys.readouterr().err
+    assert len(list(root.rglob("*.nbc"))) == 4
+    monkeypatch.setenv(jit_cache.MAX_ENV, "2")
+    assert main(["cache"]) == 0
+    assert capsys.readouterr().out == f"{root}: 4 entries, 4.0 MiB of 2 MiB\n"
+    assert main(["cache", "--prune"]) == 0
+    assert capsys.readouterr().out == f"removed 2 entries, 2.0 MiB\n{root}: 2 entries, 2.0 MiB of 2 MiB\n"
+    assert sorted(p.name for p in root.rglob("*.nbc")) == ["0.nbc", "1.nbc"]
+    assert main(["cache", "--clear"]) == 0
+    assert capsys.readouterr().out.startswith("removed 2 entries, 2.0 MiB\n") and not list(root.rglob("*.nbc"))
 
 
 @pytest.mark.parametrize(
@@ -369,7 +404,7 @@ def test_help_lists_every_subcommand_in_plain_words(capsys: pytest.CaptureFixtur
         main(["--help"])
     assert done.value.code == 0
     text = capsys.readouterr().out
-    for command in ("tune", "show", "freeze", "restamp", "bench", "goals", "doctor", "dashboard", "machine"):
+    for command in ("tune", "show", "freeze", "restamp", "bench", "goals", "doctor", "cache", "dashboard", "machine"):
         assert command in text
     assert "GB/s, % roofline" in " ".join(text.split()) and "option_strings" not in text
     with pytest.raises(SystemExit):

@@ -521,9 +521,11 @@ def _saved(size: int) -> None:
 
 
 def _entries(root: Path) -> list[tuple[Path, int, float]]:
-    """Each entry's path, bytes and last use; entries another process removes meanwhile are left out."""
+    """Each entry's path, bytes and last use; entries another process removes meanwhile are left out.
+    Only the cache's own layout (``<2 hex>/<sha256>.nbc``, _path) one level down: a directory given
+    by mistake loses nothing of its own deeper down to a prune or a clear."""
     found = []
-    for path in root.rglob("*.nbc") if root.is_dir() else ():
+    for path in root.glob("*/*.nbc") if root.is_dir() else ():
         if path.name.startswith(".tmp-"):
             continue
         try:
@@ -553,7 +555,7 @@ def prune(limit: int | None = None) -> tuple[int, int]:
         removed += 1
         freed += size
     now = time.time()
-    for tmp in root.rglob(".tmp-*.nbc") if root.is_dir() else ():
+    for tmp in root.glob("*/.tmp-*.nbc") if root.is_dir() else ():
         try:
             if now - tmp.stat().st_mtime > _STALE_TMP_S:
                 tmp.unlink(missing_ok=True)

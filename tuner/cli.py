@@ -645,7 +645,11 @@ def _cache(args: argparse.Namespace) -> int:
 
     cap = jit_cache.max_bytes()  # a bad LOSSTUNE_JIT_CACHE_MAX_MB is an error before anything is removed
     if args.prune or args.clear:
-        removed, freed = jit_cache.clear() if args.clear else jit_cache.prune(cap)
+        try:
+            removed, freed = jit_cache.clear() if args.clear else jit_cache.prune(cap)
+        except jit_cache.PruneError as partly:
+            print(f"losstune cache: error: {partly}", file=sys.stderr)
+            return 1
         print(f"removed {removed} entries, {freed / 2**20:.1f} MiB")
     root, entries, size = jit_cache.usage()
     state = "" if jit_cache.enabled() else f" (off: {jit_cache.ENABLE_ENV}=0)"

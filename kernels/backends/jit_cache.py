@@ -536,10 +536,20 @@ def _entries(root: Path) -> list[tuple[Path, int, float]]:
     return found
 
 
+class PruneError(OSError):
+    """Entries a prune could not remove (a read-only cache, another owner's files); what it did remove
+    is in ``removed`` and ``freed``."""
+
+    def __init__(self, message: str, removed: int, freed: int) -> None:
+        super().__init__(message)
+        self.removed, self.freed = removed, freed
+
+
 def prune(limit: int | None = None) -> tuple[int, int]:
     """Remove the least recently used entries until the cache holds ``limit`` bytes at most (default:
     the cap), and temp files a killed writer left; the entries and bytes removed. Safe beside other
-    processes: a loader whose entry goes is a miss, and compiles."""
+    processes: a loader whose entry goes is a miss, and compiles. Entries that cannot be removed are
+    passed over (older ones after them go instead) and named in a PruneError at the end."""
     limit = max_bytes() if limit is None else limit
     if limit < 0:
         raise ValueError(f"limit: expected bytes, 0 or more, got {limit}")
@@ -547,10 +557,15 @@ def prune(limit: int | None = None) -> tuple[int, int]:
     entries = sorted(_entries(root), key=lambda e: e[2])
     total = sum(size for _, size, _ in entries)
     removed = freed = 0
+    failed: list[str] = []
     for path, size, _ in entries:
         if total <= limit:
             break
-        path.unlink(missing_ok=True)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as why:  # the rest are still tried: the next least recently used goes instead
+            failed.append(f"{path}: {why.strerror or why}")
+            continue
         total -= size
         removed += 1
         freed += size
@@ -559,8 +574,15 @@ def prune(limit: int | None = None) -> tuple[int, int]:
         try:
             if now - tmp.stat().st_mtime > _STALE_TMP_S:
                 tmp.unlink(missing_ok=True)
-        except FileNotFoundError:
-            continue
+        except OSError:
+            continue  # a temp file is its writer's, or the next prune's
+    if failed:
+        raise PruneError(
+            f"{root}: removed {removed} entries ({freed / 2**20:.1f} MiB), {len(failed)} could not be "
+            f"removed ({failed[0]}{', ...' if len(failed) > 1 else ''}); {total / 2**20:.1f} MiB left",
+            removed,
+            freed,
+        )
     return removed, freed
 
 

@@ -165,11 +165,21 @@ def test_cache_prunes_to_the_cap_clears_and_refuses_a_bad_cap(
     assert main(["cache", "--prune"]) == 0
     assert capsys.readouterr().out == f"removed 2 entries, 2.0 MiB\n{root}: 2 entries, 2.0 MiB of 2 MiB\n"
     assert sorted(p.name for p in root.rglob("*.nbc")) == ["0.nbc", "1.nbc"]
+    stuck = root / "cd" / "stuck.nbc"  # a directory by an entry's name: unlink refuses it (EISDIR)
+    (stuck / "inside").mkdir(parents=True)
+    os.utime(stuck, (0, 1))  # the least recently used of all
+    assert main(["cache", "--prune"]) == 1  # passed over: the next least recently used goes instead
+    err = capsys.readouterr().err
+    assert f"losstune cache: error: {root}: removed 1 entries (1.0 MiB), 1 could not be removed ({stuck}: " in err
+    assert sorted(p.name for p in root.rglob("*.nbc")) == ["0.nbc", "stuck.nbc"]
+    (stuck / "inside").rmdir()
+    stuck.rmdir()
+    assert main(["cache", "--prune"]) == 0 and capsys.readouterr().out.startswith("removed 0 entries")
     deeper = root / "mine" / "deep" / "kept.nbc"  # not the cache's layout: a clear leaves it
     deeper.parent.mkdir(parents=True)
     deeper.write_bytes(b"mine")
     assert main(["cache", "--clear"]) == 0
-    assert capsys.readouterr().out.startswith("removed 2 entries, 2.0 MiB\n")
+    assert capsys.readouterr().out.startswith("removed 1 entries, 1.0 MiB\n")
     assert list(root.rglob("*.nbc")) == [deeper]
 
 

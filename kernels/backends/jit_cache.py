@@ -497,17 +497,19 @@ def _touch(path: Path) -> None:
         pass  # a cache on a read-only mount still loads
 
 
-# Bytes this process believes the cache holds: None until its first save walks the directory.
-_held: list[int] = []
+# Bytes this process believes each cache directory holds, from its first save there (which walks the
+# directory) on: each later save adds its own, other processes' go unseen until the next walk.
+_held: dict[Path, int] = {}
 _warned: list[bool] = []
 
 
 def _saved(size: int) -> None:
     """After a save: prune when the cache has gone over its cap."""
-    if not _held:
-        _held.append(sum(size for _, size, _ in _entries(cache_dir())))
+    root = cache_dir()
+    if root in _held:
+        _held[root] += size
     else:
-        _held[0] += size
+        _held[root] = sum(size for _, size, _ in _entries(root))
     try:
         cap = max_bytes()
     except ValueError as bad:
@@ -515,9 +517,9 @@ def _saved(size: int) -> None:
             _warned.append(True)
             warnings.warn(f"{bad}: the compiled-loop cache is not pruned", stacklevel=2)
         return
-    if _held[0] > cap:
+    if _held[root] > cap:
+        del _held[root]  # the next save walks it again, whatever the prune managed
         prune(int(cap * _PRUNE_TO))
-        _held.clear()
 
 
 def _entries(root: Path) -> list[tuple[Path, int, float]]:

@@ -61,7 +61,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv(jit_cache.DIR_ENV, str(tmp_path))
     monkeypatch.delenv(jit_cache.ENABLE_ENV, raising=False)
     monkeypatch.setattr(jit_cache, "_tainted", [])
-    monkeypatch.setattr(jit_cache, "_held", [])  # this process's tally of the cache's bytes: another cache's
+    monkeypatch.setattr(jit_cache, "_held", {})  # this process's tallies of caches' bytes
     monkeypatch.delenv(jit_cache.MAX_ENV, raising=False)
     return tmp_path
 

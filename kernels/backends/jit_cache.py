@@ -110,7 +110,7 @@ def cache_dir() -> Path:
 def max_bytes() -> int:
     """The cap on the cache's size, from LOSSTUNE_JIT_CACHE_MAX_MB (MiB; 0 keeps nothing)."""
     given = os.environ.get(MAX_ENV)
-    if given is None or given == "":
+    if not given:
         return DEFAULT_MAX_MB * 2**20
     try:
         mib = int(given)
@@ -539,12 +539,8 @@ def _entries(root: Path) -> list[tuple[Path, int, float]]:
 
 
 class PruneError(OSError):
-    """Entries a prune could not remove (a read-only cache, another owner's files); what it did remove
-    is in ``removed`` and ``freed``."""
-
-    def __init__(self, message: str, removed: int, freed: int) -> None:
-        super().__init__(message)
-        self.removed, self.freed = removed, freed
+    """Entries a prune could not remove (a read-only cache, another owner's files); its message says
+    what it did remove, the first it could not and what is left."""
 
 
 def prune(limit: int | None = None) -> tuple[int, int]:
@@ -581,9 +577,7 @@ def prune(limit: int | None = None) -> tuple[int, int]:
     if failed:
         raise PruneError(
             f"{root}: removed {removed} entries ({freed / 2**20:.1f} MiB), {len(failed)} could not be "
-            f"removed ({failed[0]}{', ...' if len(failed) > 1 else ''}); {total / 2**20:.1f} MiB left",
-            removed,
-            freed,
+            f"removed ({failed[0]}{', ...' if len(failed) > 1 else ''}); {total / 2**20:.1f} MiB left"
         )
     return removed, freed
 

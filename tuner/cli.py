@@ -618,7 +618,10 @@ def _doctor(args: argparse.Namespace) -> int:
                     count = f"{len(table.entries)} entries, {stale} stale by kernel source{hint}"
                     print(f"{'':17s} {table.path.name}: {count}")
             if entry.name == "cpu":
+                from kernels.backends import numba_patches
+
                 print(f"{'':17s} {_jit_cache_line()}")
+                print(f"{'':17s} compile: {numba_patches.state().why}")
         else:
             print(f"{entry.name:17s} does not load: {why}")
     return 0

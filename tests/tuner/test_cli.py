@@ -108,6 +108,8 @@ def test_doctor_reports_each_backend(capsys: pytest.CaptureFixture[str]) -> None
         shipped = frozen.config_path("cpu", name)
         assert not shipped.exists() or f"{shipped.name}: " in out and " 0 stale by kernel source" in out
     assert "npu               does not load" in out and "torch_npu" in out
+    # the backend's import put numba's copy propagation without its deepcopies in place
+    assert "compile: numba's copy propagation without its deepcopies (LOSSTUNE_NUMBA_PATCHES=0 turns it off)" in out
 
 
 def test_doctor_reports_the_compiled_loop_cache(

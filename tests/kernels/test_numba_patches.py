@@ -14,7 +14,9 @@ from numba.core import ir_utils
 from numba.parfors import parfor
 
 import kernels
-from kernels.backends import cpu, jit_cache, numba_patches
+from kernels.backends import cpu, cpu_loops, jit_cache, numba_patches
+from kernels.modes import Variant
+from kernels.tiling import Tiling
 from tests.helpers import run_fresh
 
 
@@ -26,11 +28,16 @@ def test_the_cpu_backend_installs_it_over_the_numba_it_was_written_against() -> 
     assert numba_patches._theirs is not None and numba_patches._theirs is not numba_patches.copy_propagate
 
 
+TWO_CORES = Tiling(tile=4096, cores=2, variant=Variant.STRIDED)  # the walks' parallel builds
+needs_two = pytest.mark.skipif(cpu_loops.max_threads() < 2, reason="a parallel loop's launch needs two threads")
+
+
+@needs_two
 def test_it_returns_numbas_sets_call_for_call_while_a_parallel_walk_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every copy propagation a fresh build of the strided walk's parallel loop runs (mse's 0-d gradient
     against an input broadcast along 256 rows, float32 and bfloat16; the parfor bodies' own within it)
     is done by numba's function and by ours on the same blocks, and the in and out sets are equal each
-    time. (A serial loop runs no parfor pass: 2^16 elements are what makes the launch take two cores.)"""
+    time. (A serial loop runs no parfor pass: the config's two cores are what launch the parallel one.)"""
     theirs = numba_patches._theirs
     assert theirs is not None
     copies: list[int] = []
@@ -48,7 +55,7 @@ def test_it_returns_numbas_sets_call_for_call_while_a_parallel_walk_compiles(mon
     monkeypatch.setattr(cpu.BACKEND, "_kernels", {})  # the loops built again: new dispatchers
     for dtype in (torch.float32, torch.bfloat16):
         t, x = torch.randn(256, 256).to(dtype), torch.randn(1, 256).to(dtype)
-        kernels.mse_loss_backward(torch.tensor(0.5).to(dtype), x, t, "sum", backend="cpu")
+        kernels.mse_loss_backward(torch.tensor(0.5).to(dtype), x, t, "sum", backend="cpu", config=TWO_CORES)
     compiled = [name for name, fn in cpu.BACKEND.built() if fn.signatures]
     assert any("parallel" in name for name in compiled), compiled
     # the walks' blocks carry copies into one another: the fixed point had work to do
@@ -97,18 +104,21 @@ def test_it_returns_numbas_sets_on_branches_loops_and_kills(fn: Any) -> None:
     assert len(blocks) >= 4 and any(want[1].values()), want
 
 
-# Two walks' parallel loops (mse's strided walk, l1's transposed walk: 2^16 elements take two cores) in
-# two dtypes, through the public calls: the sha256 of each compiled signature's LLVM IR.
+# Two walks' parallel loops (mse's strided walk, l1's transposed walk, a config of two cores) in two
+# dtypes, through the public calls: the sha256 of each compiled signature's LLVM IR.
 _COMPILE = """
 import hashlib, json, re
 import torch
 import kernels
 from kernels.backends import cpu, numba_patches
+from kernels.modes import Variant
+from kernels.tiling import Tiling
+two = Tiling(tile=4096, cores=2, variant=Variant.STRIDED)
 for dt in (torch.float32, torch.bfloat16):
     t, x = torch.randn(256, 256).to(dt), torch.randn(1, 256).to(dt)
-    kernels.mse_loss_backward(torch.tensor(0.5).to(dt), x, t, "sum", backend="cpu")
+    kernels.mse_loss_backward(torch.tensor(0.5).to(dt), x, t, "sum", backend="cpu", config=two)
     g, x, t = (torch.randn(256, 256).to(dt) for _ in range(3))
-    kernels.l1_loss_backward(g, x.t(), t, "none", backend="cpu")
+    kernels.l1_loss_backward(g, x.t(), t, "none", backend="cpu", config=two)
 print(json.dumps({
     "installed": numba_patches._state.installed,  # set by the backend's import, not asked for here
     "parallel": sum(bool(f.signatures) for n, f in cpu.BACKEND.built() if "parallel" in n),
@@ -118,6 +128,7 @@ print(json.dumps({
 """
 
 
+@needs_two
 def test_two_fresh_processes_compile_the_same_llvm_ir_with_it_and_without() -> None:
     """The IR's text, names included but for the address numba writes into a parallel loop's outlined
     function's name (an object's id, no two processes alike): with the compiled-loop cache off

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -126,14 +125,18 @@ def install() -> State:
     from numba.core import ir_utils
     from numba.parfors import parfor
 
+    from kernels.backends.cpu_loops import _forced
+
     theirs = _theirs = ir_utils.copy_propagate
-    switch = os.environ.get(ENABLE_ENV, "1").strip()
-    if switch == "0":
-        _state = State(False, f"numba's own copy propagation ({ENABLE_ENV}=0)")
-    elif switch != "1":
+    try:
+        switch = _forced(ENABLE_ENV)
+    except ValueError as bad:
         # Not an error: numba's own function compiles the same code, only slower.
-        _state = State(False, f"numba's own copy propagation: {ENABLE_ENV}: expected 0 or 1, got {switch!r}")
+        _state = State(False, f"numba's own copy propagation: {bad}")
         warnings.warn(_state.why, RuntimeWarning, stacklevel=2)
+        return _state
+    if switch is False:
+        _state = State(False, f"numba's own copy propagation ({ENABLE_ENV}=0)")
     elif parfor.copy_propagate is not theirs:
         _state = State(False, "numba's own copy propagation: numba.parfors.parfor holds another copy_propagate")
     else:

@@ -334,9 +334,12 @@ def _frozen_as(final: dict[str, object]) -> str:
     """What --freeze writes: the default, a tuned config, or the table's incumbent held because no
     contender beat it beyond the control's chance (tuner.study.settle); "(unconfirmed)" where a
     winner the first rounds kept did not stand in the fresh rounds it was timed in again
-    (tuner.study.confirm), so the baseline stayed."""
+    (tuner.study.confirm), so the baseline stayed; "never: loops forced" where it was taken with CPU
+    loop switches set (its ``cpu_forced``), which --freeze never writes (tuner.freeze)."""
     from tuner.study import held
 
+    if final.get("cpu_forced"):
+        return f"never: loops forced by {final['cpu_forced']}"
     label = "incumbent" if held(final) else "tuned" if final.get("tuned") else "default"
     return label + (" (unconfirmed)" if final.get("confirmed") is False else "")
 
@@ -496,6 +499,7 @@ def _report(args: argparse.Namespace) -> int:
     from tuner.bench import REPORT_LAYOUT_SIZE, REPORT_SIZES, as_dicts, format_report, report_rows, roofline_grain
     from tuner.freeze import git_commit, write_atomic
     from tuner.problems import InputLayout
+    from tuner.study import forced_tag
 
     _positive(args.min_time, "--min-time")
     _positive(args.rounds, "--rounds")
@@ -537,9 +541,12 @@ def _report(args: argparse.Namespace) -> int:
     host = machine.describe()  # once: the header quotes it, the JSON stores it whole
     # the contiguous rows a goal reads the copy from: timed launch by launch on the CPU (bench.roofline_grain)
     by_launch = ", these timed launch by launch" if roofline_grain(args.backend) is Grain.LAUNCH else ""
+    # loops other than this host's own (describe's cpu_forced, kernels.backends.cpu.LOOP_SWITCHES)
+    forced = forced_tag(args.backend)
+    forced_note = f", CPU loops forced by {forced}" if forced else ""
     header = (
         f"losstune bench --report on {host['machine']} ({host['cpu_model']}), "
-        f"backend {args.backend}, commit {commit}{' + local changes' if dirty.stdout.strip() else ''}, "
+        f"backend {args.backend}, commit {commit}{' + local changes' if dirty.stdout.strip() else ''}{forced_note}, "
         f"{time.strftime('%Y-%m-%d')}, {time.time() - start:.0f} s\n"
         "medians of interleaved rounds; roofline = torch copy_ at the same working set (half read, half written);"
         f" roofline % and a layout's x over its contiguous partner: the median (min-max) of each round's ratio,"
@@ -622,9 +629,21 @@ def _doctor(args: argparse.Namespace) -> int:
 
                 print(f"{'':17s} {_jit_cache_line()}")
                 print(f"{'':17s} compile: {numba_patches.state().why}")
+                print(f"{'':17s} {_loops_line()}")
         else:
             print(f"{entry.name:17s} does not load: {why}")
     return 0
+
+
+def _loops_line() -> str:
+    """The CPU loop switches' picks on this host (kernels.backends.cpu.LOOP_SWITCHES, each by its
+    name less LOSSTUNE_CPU_), and those the environment set."""
+    from kernels.backends import cpu
+
+    picks = " ".join(f"{name}={value}" for name, value in cpu.BACKEND.picks().items())
+    forced = cpu.forced_tag()
+    said = f"forced by {forced}: not this host's own loops" if forced else "none forced (LOSSTUNE_CPU_*)"
+    return f"loops: {picks}; {said}"
 
 
 def _jit_cache_line() -> str:

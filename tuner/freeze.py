@@ -146,6 +146,9 @@ def freeze(
     in a warning; the table keeps what it held for those problems. Off by default: what a freeze
     writes would otherwise depend on the load of the host that tuned.
 
+    A decision taken with CPU loop switches set (its ``cpu_forced``) is never merged: each is named
+    in a warning, and the table keeps what it held for that problem.
+
     ``studies``: merge these studies alone (``tune --freeze``: the ones it just decided); the
     table keeps every other entry as it was. Merging the whole journal there rewrote the entries
     of studies the user had re-swept without freezing (results/performance.md, section 108). Each
@@ -189,6 +192,17 @@ def freeze(
     tabled = set(merged)  # the problems the table held before this freeze
     for row in rows:
         key = _merge_key(row)  # a study row carries the key fields and log_target as its entry will
+        forced = row["final"].get("cpu_forced")  # type: ignore[union-attr]
+        if forced:
+            # Its rounds ran loops, or walks of a space, that the processes reading this table do
+            # not run unless they set the same switches (kernels.backends.cpu.LOOP_SWITCHES).
+            log.warning(
+                "%s: decided with %s set, not frozen: the table is read without them, and keeps %s",
+                row["study"],
+                forced,
+                "its entry" if key in tabled else "no entry",
+            )
+            continue
         if skip_busy and busy_host(row["final"]):  # type: ignore[arg-type]
             kept = "its entry" if key in tabled else "no entry"
             log.warning(

@@ -27,7 +27,8 @@ from pathlib import Path
 import torch
 
 from kernels.backends import slug
-from kernels.backends.cpu import device_name, host_isa, microarch
+from kernels.backends.cpu import BACKEND as CPU_BACKEND
+from kernels.backends.cpu import device_name, forced_switches, host_isa, microarch
 
 
 def accelerators() -> list[str]:
@@ -92,7 +93,9 @@ def torch_pages(setting: Path = THP_SETTING, env: Mapping[str, str] | None = Non
 
 
 def describe() -> dict[str, object]:
-    """Everything about the host a run should be stored with."""
+    """Everything about the host a run should be stored with; with it, what the CPU backend's loop
+    switches picked here (``cpu_loops``) and which of them the environment set (``cpu_forced``):
+    a run with any set measured loops this host does not run by default."""
     return {
         "machine": machine_name(),
         "accelerators": accelerators(),
@@ -106,4 +109,6 @@ def describe() -> dict[str, object]:
         "torch": torch.__version__,
         "torch_pages": torch_pages(),
         "platform": platform.platform(),
+        "cpu_loops": CPU_BACKEND.picks(),
+        "cpu_forced": forced_switches(),
     }

@@ -415,6 +415,12 @@ class Sweep:
     finished (COMPLETE) trial has a time: a queued point takes the sweep's tag when it runs
     (_objective), and a failed one failed on the kernel, not the clock.
 
+    ``forced``: the CPU backend's loop switches set in the process that sweeps
+    (kernels.backends.cpu.forced_tag; "" where none is, and on other backends). A trial timed under
+    other switches ran other loops, or was drawn from a space that offered other walks, so it is
+    history for this sweep as an edited kernel's is; a trial from before the tag counts as run with
+    none set.
+
     ``untagged_timed``: how the trials from before the tag were timed (untagged_timing). Every sweep
     timed its trials run by run before bd45c9b, and launch by launch with the copy between after it,
     and only the studies session 88 swept again from scratch were swept after it untagged: so it is
@@ -429,6 +435,7 @@ class Sweep:
     first: int = 0
     timed: Timed = Timed.RUN
     untagged_timed: Timed = Timed.RUN
+    forced: str = ""
 
     @classmethod
     def of(cls, study: optuna.Study, space: Space, backend: str, op: str, timed: Timed = Timed.RUN) -> Sweep:
@@ -441,20 +448,37 @@ class Sweep:
             else:  # the decision is an older kernel's: so are its untagged trials
                 untagged = False
         first = int(attrs.get("sweep_from", 0))
-        return cls(space, current[0], same, untagged, first, timed, untagged_timing(attrs))
+        return cls(space, current[0], same, untagged, first, timed, untagged_timing(attrs), forced_tag(backend))
 
     def tags(self) -> dict[str, object]:
         """The user attributes that place a new trial in this sweep."""
-        return {"space_hash": self.space.hash, "kernel_hash": self.kernel, "timed": self.timed.value}
+        return {
+            "space_hash": self.space.hash,
+            "kernel_hash": self.kernel,
+            "timed": self.timed.value,
+            "cpu_forced": self.forced,
+        }
 
     def holds(self, trial: optuna.trial.FrozenTrial) -> bool:
         if trial.number < self.first or not _of_space(trial, self.space):
+            return False
+        if trial.user_attrs.get("cpu_forced", "") != self.forced:
             return False
         timed = trial.user_attrs.get("timed", self.untagged_timed.value)
         if trial.state == optuna.trial.TrialState.COMPLETE and timed != self.timed.value:
             return False
         tag = trial.user_attrs.get("kernel_hash")
         return self.untagged if tag is None else tag == self.kernel or tag in self.same
+
+
+def forced_tag(backend: str) -> str:
+    """The CPU backend's loop switches set in this process (kernels.backends.cpu.forced_tag) where
+    ``backend`` is the CPU's; "" for the others, whose kernels no such switch changes."""
+    if backend != "cpu":
+        return ""
+    from kernels.backends import cpu  # numba's loops: imported where the CPU backend is tuned
+
+    return cpu.forced_tag()
 
 
 def untagged_timing(attrs: dict[str, object]) -> Timed:
@@ -798,6 +822,9 @@ def _finalists(
         "confirm_baseline_rounds_s": fresh_baseline,
         "speedup_vs_default": default_median / medians[chosen],
         "speedup_vs_vendor": medians[n + 1] / medians[chosen],
+        # the CPU loop switches this decision's rounds ran under ("" for none): tuner.freeze never
+        # writes one taken under any into a table
+        "cpu_forced": sweep.forced,
         "bytes": nbytes,
         "gbps": nbytes / medians[chosen] / 1e9,
         # the host's 1-minute load average as the finalists started and ended, and its CPUs: what

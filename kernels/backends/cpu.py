@@ -7,7 +7,7 @@ import inspect
 import math
 import os
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from types import ModuleType
 
@@ -251,6 +251,65 @@ def fused_0d_offered() -> bool:
     CPU numba compiles for), with F16C (the walk's float16 conversions are LLVM's fpext and
     fptrunc); ``LOSSTUNE_CPU_FUSED_0D`` 1 says yes on any host with F16C, 0 no."""
     return cpu_loops.HAS_F16C and _picked_on(_FUSED_0D_CPUS, "LOSSTUNE_CPU_FUSED_0D")
+
+
+# The environment variables that change which loops this backend compiles or which walks its spaces
+# offer, each over a pick the host makes (the CPU numba compiles for and its features): for testing
+# the portable builds on any host and for measuring a pick on a CPU its list lacks. Set, they make a
+# process run loops other than the ones this host runs unset, so what such a process measures is not
+# this host's: every report and asv run stores them with the host (tuner.machine.describe), a
+# study's trials and decisions carry them (tuner.study.Sweep), and a decision taken under them is
+# never frozen into a table that processes without them read (tuner.freeze). Not here: the table
+# scope (which file a decision is written to, not what ran), the compiled-loop cache and the numba
+# patch (the same compiled code either way).
+LOOP_SWITCHES = (
+    "LOSSTUNE_CPU_F16C",
+    "LOSSTUNE_CPU_BF16",
+    "LOSSTUNE_CPU_SCALEF",
+    "LOSSTUNE_CPU_GATHER",
+    "LOSSTUNE_CPU_CHECKED",
+    "LOSSTUNE_CPU_APART",
+    "LOSSTUNE_CPU_RAW_FLAG",
+    "LOSSTUNE_CPU_COARSE",
+    "LOSSTUNE_CPU_CHECKED_BF16",
+    "LOSSTUNE_CPU_TRANSPOSE_BYTES",
+    "LOSSTUNE_CPU_HALF_ROWS",
+    "LOSSTUNE_CPU_INPUTS_FIRST",
+    "LOSSTUNE_CPU_DEFERRED",
+    "LOSSTUNE_CPU_DEFERRED_WIDE",
+    "LOSSTUNE_CPU_FUSED",
+    "LOSSTUNE_CPU_FUSED_0D",
+    "LOSSTUNE_CPU_PAIRED",
+)
+
+
+# The feature switches among them (cpu_loops._host_has) read "0" alone, as a build without the
+# instruction, and took any other value as unset: a typo ("off", "no") ran the host's build without
+# a word. Each is refused here by name unless 0 or 1, as every other switch is (cpu_loops._forced).
+# 1 cannot give a host an instruction it lacks: it leaves the host's pick.
+FEATURE_SWITCHES = ("LOSSTUNE_CPU_F16C", "LOSSTUNE_CPU_BF16", "LOSSTUNE_CPU_SCALEF", "LOSSTUNE_CPU_GATHER")
+
+
+def _refuse_feature_typos() -> None:
+    for switch in FEATURE_SWITCHES:
+        cpu_loops._forced(switch)  # a ValueError naming it, unless unset, 0 or 1
+
+
+_refuse_feature_typos()
+
+
+def forced_switches(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The LOOP_SWITCHES set in ``environ`` (default: this process's environment), by name, with
+    their values as given, in LOOP_SWITCHES' order; empty where the host's picks stand. Set to the
+    value the host picks anyway, a switch is still listed: the process asked for it."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in LOOP_SWITCHES if name in env}
+
+
+def forced_tag(environ: Mapping[str, str] | None = None) -> str:
+    """forced_switches as one string, ``NAME=value`` joined by spaces ("" where none is set): what
+    a trial and a decision carry (tuner.study)."""
+    return " ".join(f"{name}={value}" for name, value in forced_switches(environ).items())
 
 
 def _holds_a_row(loops: ModuleType) -> bool:
@@ -721,6 +780,35 @@ class CpuBackend:
         )
         walk = self._loops.TABLE_WALK[pick]
         walk(t.data_ptr(), tt, address, o.data_ptr(), to, ex.geometry.numel, cfg.tile, cfg.cores, cfg.stream)
+
+    def picks(self) -> dict[str, str]:
+        """What each of LOOP_SWITCHES picked in this process, by its name less ``LOSSTUNE_CPU_``:
+        "on" or "off", or the number it chose (the gather's lanes, the transpose rows' bytes). Read
+        off the loops module and this backend as they were built, so it is what runs."""
+        loops = self._loops
+
+        def said(flag: bool) -> str:
+            return "on" if flag else "off"
+
+        return {
+            "F16C": said(loops.HAS_F16C),
+            "BF16": said(loops.HAS_BF16),
+            "SCALEF": said(loops.HAS_SCALEF),
+            "GATHER": str(loops.GATHER_LANES),
+            "CHECKED": said(loops.CHECKED_SCALE),
+            "APART": said(loops.TILES_APART),
+            "RAW_FLAG": said(loops.RAW_FLAG),
+            "COARSE": said(self.coarse),
+            "CHECKED_BF16": said(self.checked_bf16),
+            "TRANSPOSE_BYTES": str(loops.TRANSPOSE_BYTES),
+            "HALF_ROWS": said(loops.LINE // 2 in loops.TRANSPOSE_ROWS),
+            "INPUTS_FIRST": said(loops.INPUTS_FIRST),
+            "DEFERRED": said(loops.DEFERRED),
+            "DEFERRED_WIDE": said(self.deferred_wide),
+            "FUSED": said(loops.FUSED),
+            "FUSED_0D": said(self.fused_0d),
+            "PAIRED": said(loops.PAIRED),
+        }
 
     def synchronize(self) -> None:
         """numba calls return when the work is done."""

@@ -110,6 +110,33 @@ def test_doctor_reports_each_backend(capsys: pytest.CaptureFixture[str]) -> None
     assert "npu               does not load" in out and "torch_npu" in out
     # the backend's import put numba's copy propagation without its deepcopies in place
     assert "compile: numba's copy propagation without its deepcopies (LOSSTUNE_NUMBA_PATCHES=0 turns it off)" in out
+    # what each CPU loop switch picked here, and that none was set (CI sets none)
+    from kernels.backends import cpu
+
+    picks = " ".join(f"{name}={value}" for name, value in cpu.BACKEND.picks().items())
+    assert f"loops: {picks}; none forced (LOSSTUNE_CPU_*)" in out
+
+
+def test_doctor_and_a_report_name_the_cpu_loop_switches_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With a LOSSTUNE_CPU_ loop switch set (to the host's own pick, so the loops run are the same),
+    doctor says it, and a report's header says its CPU loops were forced and its host stores it."""
+    from kernels.backends import cpu
+
+    switch = "LOSSTUNE_CPU_APART=" + ("1" if cpu.BACKEND.picks()["APART"] == "on" else "0")
+    monkeypatch.setenv(*switch.split("="))
+    assert main(["doctor"]) == 0
+    assert f"; forced by {switch}: not this host's own loops" in capsys.readouterr().out
+    argv = ["bench", "--report", "--op", "l1", "--shape", "2^10", "--reduction", "mean", "--layout", "contiguous"]
+    assert (
+        main([*argv, "--min-time", "0.002", "--rounds", "1", "--goal-rounds", "1", "--out", str(tmp_path / "r")]) == 0
+    )
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert f"commit {report['commit']}" in report["header"] and f", CPU loops forced by {switch}, " in report["header"]
+    assert report["host"]["cpu_forced"] == {"LOSSTUNE_CPU_APART": switch.split("=")[1]}
+    assert report["host"]["cpu_loops"] == cpu.BACKEND.picks()
+    assert (tmp_path / "r.txt").read_text().startswith(report["header"])
 
 
 def test_doctor_reports_the_compiled_loop_cache(
@@ -485,6 +512,45 @@ def test_plumbing_with_a_mocked_load_average_freeze_skip_busy_keeps_the_tables_e
     assert "1-minute load" in warned  # with what made it busy
     assert main(["freeze", "--storage", storage, "--config-dir", str(tmp_path)]) == 0
     assert measured(entry()) == measured(busy)  # without the flag, the busy decision is written
+
+
+def test_a_decision_taken_with_a_cpu_loop_switch_set_is_never_frozen(
+    storage: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """tune --freeze with a LOSSTUNE_CPU_ loop switch set (to the host's own pick, so the loops are
+    the ones tuned without it and every run is real) sweeps anew, records the switch on its trials
+    and its decision, and leaves the table's entry as it was, with a warning naming the switch;
+    `freeze` over the journal later does the same."""
+    from kernels.backends import cpu
+    from tuner import study
+
+    tune = ["tune", *QUICK, "--storage", storage, "--trials", "3", "--min-time", "0.002", "--no-progress"]
+    tune += ["--freeze", "--config-dir", str(tmp_path)]
+    table = frozen.config_path("cpu", backends.get("cpu").facts().name, tmp_path)
+    assert main(tune) == 0
+    before = table.read_text()
+    switch = "LOSSTUNE_CPU_APART=" + ("1" if cpu.BACKEND.picks()["APART"] == "on" else "0")
+    monkeypatch.setenv(*switch.split("="))
+    caplog.clear()
+    capsys.readouterr()
+    assert main(tune) == 0
+    (final,) = [r["final"] for r in study.study_rows(storage)]
+    assert final["cpu_forced"] == switch
+    assert f"never: loops forced by {switch}" in capsys.readouterr().out  # the summary's frozen column
+    assert table.read_text() == before  # not merged: the same table, byte for byte
+    (warned,) = [r.getMessage() for r in caplog.records if "not frozen" in r.getMessage()]
+    assert warned.startswith("cpu-") and warned.endswith(
+        f"decided with {switch} set, not frozen: the table is read without them, and keeps its entry"
+    )
+    monkeypatch.delenv(switch.split("=")[0])
+    caplog.clear()
+    assert main(["freeze", "--storage", storage, "--config-dir", str(tmp_path)]) == 0
+    assert json.loads(table.read_text())["entries"] == json.loads(before)["entries"]
+    assert any(switch in r.getMessage() for r in caplog.records)
 
 
 def test_summary_names_a_winner_its_fresh_rounds_did_not_confirm() -> None:

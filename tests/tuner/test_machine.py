@@ -24,6 +24,19 @@ def test_microarch_is_the_cpu_numba_compiles_for_on_this_host() -> None:
     assert machine.describe()["microarch"] == machine.microarch()
 
 
+def test_describe_stores_the_cpu_loops_picks_and_the_switches_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What every report and asv run stores with the host: the CPU backend's picks, and the loop
+    switches the environment set (the same values as before: only the record moves)."""
+    from kernels.backends import cpu
+
+    facts = machine.describe()
+    assert facts["cpu_loops"] == cpu.BACKEND.picks() and facts["cpu_forced"] == cpu.forced_switches()
+    apart = "1" if cpu.BACKEND.picks()["APART"] == "on" else "0"  # the host's own pick: the loops stay
+    want = {**cpu.forced_switches(), "LOSSTUNE_CPU_APART": apart}
+    monkeypatch.setenv("LOSSTUNE_CPU_APART", apart)
+    assert machine.describe()["cpu_forced"] == want
+
+
 def test_two_mocked_hosts_of_one_tier_get_two_asv_names(monkeypatch: pytest.MonkeyPatch) -> None:
     """A Xeon and a Zen 4 share the vector tier (and so the frozen table) but not the asv history."""
     names = {}

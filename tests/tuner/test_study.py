@@ -527,6 +527,55 @@ def test_a_study_resumed_after_a_kernel_edit_sweeps_its_grid_again(
     assert not any(sweep.holds(t) for t in trials[:4]) and all(sweep.holds(t) for t in new)
 
 
+def _host_apart() -> str:
+    """LOSSTUNE_CPU_APART set to the host's own pick: a switch set, the loops this process runs kept."""
+    from kernels.backends import cpu
+
+    return "LOSSTUNE_CPU_APART=" + ("1" if cpu.BACKEND.picks()["APART"] == "on" else "0")
+
+
+def test_trials_timed_under_other_cpu_loop_switches_are_history(
+    storage: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Trials another process timed with CPU loop switches set (their ``cpu_forced``) ran other
+    loops: a sweep with none set runs the grid again and never takes them as finalists, and its
+    decision records that none was set. A sweep with one set, the other way round: the trials from
+    before the tag (none set) are not its. Set or not, the process here runs the same loops (the
+    switch says the host's own pick), so every decision measures real runs."""
+    bench = st._Bench.make(CASE, "cpu")
+    space = bench.executor(None).space
+    study = optuna.create_study(study_name=st.name_for(CASE, bench, "cpu"), storage=st.open_storage(storage))
+    today = frozen.kernel_hash("cpu", CASE.op.value)
+    dists = {name: optuna.distributions.CategoricalDistribution(v) for name, v in st._choices(space).items()}
+    tags = {"space_hash": space.hash, "kernel_hash": today, "timed": "run", "cpu_forced": "LOSSTUNE_CPU_FUSED=1"}
+    for i, config in enumerate(space.sample(3, seed=2)):  # impossible 1 ns times, under a switch
+        params = st._params(space, config)
+        study.add_trial(
+            optuna.trial.create_trial(params=params, distributions=dists, value=1e-9 * (i + 1), user_attrs=tags)
+        )
+    opts = st.TuneOptions(storage=storage, sampler="grid", trials=3, min_time_s=0.002, rounds=2)
+
+    result = st.tune_case(CASE, opts)
+
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    old, new = complete[:3], complete[3:]
+    assert len(new) == 3 and all(t.user_attrs["cpu_forced"] == "" for t in new)
+    assert result.final["trial"] not in range(3) and result.final["median_s"] > 1e-6
+    assert result.final["cpu_forced"] == ""
+    assert "3 trials of earlier sweeps (other loops or timing, or --resweep)" in caplog.text
+    sweep = st.Sweep.of(study, space, "cpu", CASE.op.value)
+    assert not any(sweep.holds(t) for t in old) and all(sweep.holds(t) for t in new)
+
+    name, value = _host_apart().split("=")
+    monkeypatch.setenv(name, value)
+    forced = st.Sweep.of(study, space, "cpu", CASE.op.value)
+    assert forced.forced == _host_apart() and forced.tags()["cpu_forced"] == _host_apart()
+    assert not any(forced.holds(t) for t in complete)
+    again = st.tune_case(CASE, opts)
+    assert again.final["cpu_forced"] == _host_apart() and again.final["trial"] not in range(6)
+    assert st.forced_tag("cuda") == ""  # no switch changes the Triton kernels
+
+
 @pytest.mark.parametrize("between", [False, True], ids=["decided-timed-alone", "decided-between-copies"])
 def test_trials_timed_on_another_clock_are_history(
     storage: str, between: bool, caplog: pytest.LogCaptureFixture

@@ -137,9 +137,13 @@ def roofline(latest: pd.DataFrame) -> Figure | None:
     return fig
 
 
-def trends(frame: pd.DataFrame, changes: pd.DataFrame | None = None) -> Figure | None:
+def trends(frame: pd.DataFrame, changes: pd.DataFrame | None = None, title: str = "") -> Figure | None:
     """Time per commit, one panel per op x shape: tuned (solid) and vendor (dashed) per dtype, the
-    p20-p80 band of each point, and a red mark at every change point found in a tuned series."""
+    p20-p80 band of each point, and a red mark at every change point found in a tuned series.
+
+    For one machine's runs (``title`` names it): a line joins the points of one series, so two
+    machines' in one frame would read as one history with a step where the host changed
+    (dashboards.site draws one figure per machine)."""
     t = frame[(frame["metric"] == "time")] if not frame.empty else frame
     if t.empty:
         return None
@@ -180,6 +184,7 @@ def trends(frame: pd.DataFrame, changes: pd.DataFrame | None = None) -> Figure |
         ax.set_ylabel("µs", fontsize=8)
         ax.set_xticks(range(len(commits)), [c[:7] for c in commits["commit"]], rotation=90, fontsize=6)
     axes.flat[0].legend(fontsize=6, ncol=2)
-    fig.suptitle("Trends across commits (band: p20-p80; red/green line: regression/improvement)")
+    head = f"{title}: trends" if title else "Trends"
+    fig.suptitle(f"{head} across commits (band: p20-p80; red/green line: regression/improvement)")
     fig.tight_layout()
     return fig

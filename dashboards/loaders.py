@@ -21,7 +21,7 @@ import pandas as pd
 
 from tuner.goals import check_rows, evaluate
 
-ASV_COLUMNS = ["machine", "env", "commit", "date", "benchmark", "metric", "unit"]
+ASV_COLUMNS = ["machine", "cpu_forced", "env", "commit", "date", "benchmark", "metric", "unit"]
 METRICS = {
     "track_time": "time",
     "track_bandwidth": "bandwidth",
@@ -48,9 +48,10 @@ def _git_order(repo: Path) -> dict[str, int]:
 def load_asv(results_dir: Path | str = "results/asv", repo: Path | str | None = ".") -> pd.DataFrame:
     """Every value of every asv result file, one row per (run, benchmark, parameter combination).
 
-    Columns: machine, env, commit, date (the commit's), order (position in history), benchmark,
-    metric, unit, the benchmark's parameters by name, value (NaN where the benchmark failed or was
-    skipped) and, from the meta files, p20/p80 of time series, runs and the config used.
+    Columns: machine, cpu_forced (the CPU loop switches the run set, "" for none), env, commit, date
+    (the commit's), order (position in history), benchmark, metric, unit, the benchmark's parameters
+    by name, value (NaN where the benchmark failed or was skipped) and, from the meta files, p20/p80
+    of time series, runs and the config used.
     """
     results_dir = Path(results_dir)
     rows: list[dict[str, object]] = []
@@ -66,6 +67,9 @@ def load_asv(results_dir: Path | str = "results/asv", repo: Path | str | None = 
         meta = _load_meta(results_dir.parent / "asv-meta" / path.parent.name / f"{run['commit_hash']}.json")
         measured = meta.get("results", {})
         accelerators = ", ".join(meta.get("host", {}).get("accelerators", [])) or "none"
+        # the CPU loop switches the run had set (tuner.machine.describe), "" for none or a run from
+        # before they were stored: a run with any set measured loops the host does not run by default
+        forced = " ".join(f"{k}={v}" for k, v in (meta.get("host", {}).get("cpu_forced") or {}).items())
         for name, packed in run.get("results", {}).items():
             bench = index.get(name)
             if bench is None or not name.rsplit(".", 1)[-1].startswith("track_"):
@@ -78,6 +82,7 @@ def load_asv(results_dir: Path | str = "results/asv", repo: Path | str | None = 
                 params = {n: _unquote(v) for n, v in zip(bench["param_names"], combo, strict=True)}
                 row: dict[str, object] = {
                     "machine": path.parent.name,
+                    "cpu_forced": forced,
                     "env": run.get("env_name", ""),
                     "commit": run["commit_hash"],
                     "date": pd.to_datetime(run.get("date", 0), unit="ms", utc=True),

@@ -11,7 +11,9 @@ import pandas as pd
 
 from dashboards.changepoints import detect
 
-SERIES = ["machine", "backend", "op", "dtype", "shape", "config"]
+# A run with CPU loop switches set (cpu_forced) measured other loops than the machine's own: its
+# points are a series of their own, never a step in the machine's.
+SERIES = ["machine", "cpu_forced", "backend", "op", "dtype", "shape", "config"]
 COLUMNS = [
     *SERIES,
     "metric",
@@ -30,7 +32,8 @@ COLUMNS = [
 
 
 def find_changes(frame: pd.DataFrame, *, metric: str = "time", **detect_kw: object) -> pd.DataFrame:
-    """Run the detector over every (machine, backend, op, dtype, shape, config) series of ``metric``.
+    """Run the detector over every (machine, cpu_forced, backend, op, dtype, shape, config) series of
+    ``metric``.
 
     Points are commits in history order; the p20-p80 spread of each point (from the meta files)
     is the detector's noise floor. The commit range of a change is (commit_before, commit_after]:

@@ -151,6 +151,33 @@ def _tables_by_machine(frame: pd.DataFrame, table_id: str) -> str:
     return "".join(parts)
 
 
+def _run_groups(asv: pd.DataFrame) -> list[tuple[str, str]]:
+    """The (machine, cpu_forced) pairs of asv's runs, each a history of its own (regressions.SERIES),
+    the machine's own runs first."""
+    if asv.empty or "machine" not in asv.columns:
+        return []
+    forced = asv["cpu_forced"] if "cpu_forced" in asv.columns else pd.Series("", index=asv.index)
+    pairs = pd.DataFrame({"machine": asv["machine"], "cpu_forced": forced.fillna("")}).drop_duplicates()
+    return sorted(pairs.itertuples(index=False, name=None), key=lambda p: (p[1] != "", p[0], p[1]))
+
+
+def _trends_by_machine(asv: pd.DataFrame, changes: pd.DataFrame) -> str:
+    """One trends figure per machine (and per set of CPU loop switches a run forced): a line across
+    two machines' runs read the change of host as a step (section 117 of results/performance.md)."""
+    groups = _run_groups(asv)
+    if not groups:
+        return _figure(None, "trends")
+    parts = []
+    for machine, forced in groups:
+        mine = asv[(asv["machine"] == machine) & (asv.get("cpu_forced", "") == forced)]
+        theirs = changes
+        if not changes.empty:
+            theirs = changes[(changes["machine"] == machine) & (changes["cpu_forced"].fillna("") == forced)]
+        title = machine + (f", CPU loops forced by {forced}" if forced else "")
+        parts.append(f"<h3>{html.escape(title)}</h3>{_figure(figures.trends(mine, theirs, title), f'trends {title}')}")
+    return "".join(parts)
+
+
 def _page(name: str, title: str, sections: list[tuple[str, str, str]], data: dict) -> str:
     nav = "".join(f'<a href="{file}" class="{"here" if file == name else ""}">{label}</a>' for file, label in PAGES)
     body = "".join(
@@ -312,8 +339,8 @@ def _pages(d: SiteData) -> dict[str, tuple[str, list[tuple[str, str, str]]]]:
             [
                 (
                     "trends",
-                    "Time per commit with spread and change points",
-                    _figure(figures.trends(d.asv, d.changes), "trends"),
+                    "Time per commit with spread and change points, per machine",
+                    _trends_by_machine(d.asv, d.changes),
                 )
             ],
         ),
@@ -328,6 +355,7 @@ def _pages(d: SiteData) -> dict[str, tuple[str, list[tuple[str, str, str]]]]:
                         "changes-table",
                         [
                             "machine",
+                            *(["cpu_forced"] if d.changes.get("cpu_forced", pd.Series(dtype=object)).any() else []),
                             "backend",
                             "op",
                             "dtype",

@@ -4,6 +4,7 @@ frozen tables, a journal made by a real tuning run) and the regression table ove
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -19,33 +20,36 @@ PARAMS = [["'cpu'"], ["'mse'"], ["'float32'"], ["'2^16 none'", "'2^22 none'"], [
 NAMES = ["backend", "op", "dtype", "shape", "config"]
 
 
-def _write_asv(root: Path, levels: list[list[float]]) -> None:
-    """asv 0.6 result files: one per commit, values in itertools.product order of the params."""
+def _write_asv(
+    root: Path, levels: list[list[float]], machine: str = "box", forced: dict[int, dict[str, str]] | None = None
+) -> None:
+    """asv 0.6 result files: one per commit, values in itertools.product order of the params;
+    ``forced``: the CPU loop switches the run of commit i had set, as its meta file stores them."""
     res = root / "asv"
-    (res / "box").mkdir(parents=True)
+    (res / machine).mkdir(parents=True, exist_ok=True)
     bench = {"params": PARAMS, "param_names": NAMES, "unit": "seconds", "type": "track"}
     (res / "benchmarks.json").write_text(json.dumps({"losses.LossBackward.track_time": bench, "version": 2}))
-    (res / "box" / "machine.json").write_text(json.dumps({"machine": "box", "version": 1}))
+    (res / machine / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
     for i, values in enumerate(levels):
         run = {
             "commit_hash": f"{i:040x}",
             "env_name": "env",
             "date": 1_700_000_000_000 + i * 60_000,
-            "params": {"machine": "box"},
+            "params": {"machine": machine},
             "result_columns": ["result", "params", "version", "started_at", "duration"],
             "results": {"losses.LossBackward.track_time": [values, PARAMS, "v", 0, 1.0]},
             "version": 2,
         }
-        (res / "box" / f"{i:08x}-env.json").write_text(json.dumps(run))
+        (res / machine / f"{i:08x}-env.json").write_text(json.dumps(run))
         meta = {
-            "host": {"accelerators": []},
+            "host": {"accelerators": [], "cpu_forced": (forced or {}).get(i, {})},
             "backends": {"cpu": {"copy_gbps": 30.0}},
             "results": {
                 "cpu|mse|float32|2^16 none|tuned": {"p20_s": values[0] * 0.99, "p80_s": values[0] * 1.01, "runs": 9}
             },
         }
-        (root / "asv-meta" / "box").mkdir(parents=True, exist_ok=True)
-        (root / "asv-meta" / "box" / f"{i:040x}.json").write_text(json.dumps(meta))
+        (root / "asv-meta" / machine).mkdir(parents=True, exist_ok=True)
+        (root / "asv-meta" / machine / f"{i:040x}.json").write_text(json.dumps(meta))
 
 
 def _levels(n: int = 24, seed: int = 0) -> list[list[float]]:
@@ -225,6 +229,37 @@ def test_tuning_figures_agree_with_the_sweep_on_how_trials_were_timed(tmp_path: 
     assert trials["current"].tolist() == [not between, not between, False, False, True]
     sweep = st.Sweep.of(study, space, "cpu", "l1", st.Timed.RUN)
     assert [sweep.holds(t) for t in study.get_trials(deepcopy=False)] == trials["current"].tolist()
+
+
+def test_runs_with_cpu_loop_switches_set_are_a_history_of_their_own(tmp_path: Path) -> None:
+    """Commits 8-15 ran with a loop switch set and 1.3x slower (other loops): they are a series of
+    their own, so neither they nor the machine's own runs show a step; tagged as the machine's own,
+    the same numbers read as a regression at 8 and its fix at 16."""
+    levels = [[v * (1.3 if 8 <= i < 16 else 1.0) for v in row] for i, row in enumerate(_levels())]
+    forced = dict.fromkeys(range(8, 16), {"LOSSTUNE_CPU_FUSED": "1"})
+    _write_asv(tmp_path / "tagged", levels, forced=forced)
+    _write_asv(tmp_path / "untagged", levels)
+    df = loaders.load_asv(tmp_path / "tagged" / "asv", repo=None)
+    assert set(df[df["order"].between(8, 15)]["cpu_forced"]) == {"LOSSTUNE_CPU_FUSED=1"}
+    assert set(df[~df["order"].between(8, 15)]["cpu_forced"]) == {""}
+    tuned = "shape == '2^16 none' and config == 'tuned'"
+    changes = find_changes(df).query(tuned)
+    assert changes.empty, changes
+    untagged = find_changes(loaders.load_asv(tmp_path / "untagged" / "asv", repo=None)).query(tuned)
+    assert list(untagged["order_after"]) == [8, 16] and set(untagged["cpu_forced"]) == {""}
+
+
+def test_trends_are_drawn_per_machine_and_per_set_of_switches(tmp_path: Path) -> None:
+    """Two machines' runs, and one machine's runs with a switch set, are each a figure of their own,
+    named: a line across them read the change of host as a step."""
+    _write_asv(tmp_path, _levels(12), machine="zen4")
+    _write_asv(tmp_path, _levels(12, seed=1), machine="xeon", forced={11: {"LOSSTUNE_CPU_COARSE": "0"}})
+    out = tmp_path / "site"
+    site.build(out, tmp_path, storage=str(tmp_path / "none.log"), repo=None)
+    page = (out / "trends.html").read_text()
+    titles = ["xeon", "zen4", "xeon, CPU loops forced by LOSSTUNE_CPU_COARSE=0"]
+    assert re.findall(r"<h3>([^<]*)</h3>", page) == titles
+    assert re.findall(r'<img alt="([^"]*)"', page) == [f"trends {t}" for t in titles]
 
 
 def test_frozen_loader_reads_the_shipped_tables() -> None:

@@ -151,6 +151,13 @@ def _tables_by_machine(frame: pd.DataFrame, table_id: str) -> str:
     return "".join(parts)
 
 
+def _forced_column(frame: pd.DataFrame) -> list[str]:
+    """["cpu_forced"] where a row of ``frame`` (a run, a change, a decision) was measured with CPU loop
+    switches set, else nothing: a column of blanks on every page would say nothing."""
+    forced = frame.get("cpu_forced")
+    return ["cpu_forced"] if forced is not None and forced.fillna("").astype(bool).any() else []
+
+
 def _run_groups(asv: pd.DataFrame) -> list[tuple[str, str]]:
     """The (machine, cpu_forced) pairs of asv's runs, each a history of its own (regressions.SERIES),
     the machine's own runs first."""
@@ -296,6 +303,7 @@ def _pages(d: SiteData) -> dict[str, tuple[str, list[tuple[str, str, str]]]]:
                         "studies-table",
                         [
                             "case",
+                            *_forced_column(d.finals),
                             "trials",
                             "tuned",
                             "baseline",  # what the finalists had to beat: the default or the table's incumbent
@@ -355,7 +363,7 @@ def _pages(d: SiteData) -> dict[str, tuple[str, list[tuple[str, str, str]]]]:
                         "changes-table",
                         [
                             "machine",
-                            *(["cpu_forced"] if d.changes.get("cpu_forced", pd.Series(dtype=object)).any() else []),
+                            *_forced_column(d.changes),
                             "backend",
                             "op",
                             "dtype",

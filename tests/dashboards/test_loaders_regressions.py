@@ -262,6 +262,13 @@ def test_trends_are_drawn_per_machine_and_per_set_of_switches(tmp_path: Path) ->
     assert re.findall(r'<img alt="([^"]*)"', page) == [f"trends {t}" for t in titles]
 
 
+def test_the_switches_column_shows_where_a_row_set_one() -> None:
+    """Decisions from before the field (NaN) and runs with none set ("") show no column of blanks."""
+    assert site._forced_column(pd.DataFrame({"cpu_forced": ["", np.nan]})) == []
+    assert site._forced_column(pd.DataFrame({"case": ["mse"]})) == []
+    assert site._forced_column(pd.DataFrame({"cpu_forced": [np.nan, "LOSSTUNE_CPU_APART=1"]})) == ["cpu_forced"]
+
+
 def test_frozen_loader_reads_the_shipped_tables() -> None:
     frozen = loaders.load_frozen()
     assert not frozen.empty and {"op", "dtype", "config", "tuned", "file"} <= set(frozen.columns)

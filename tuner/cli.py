@@ -488,6 +488,10 @@ def _bench(args: argparse.Namespace) -> int:
         for c in _cases(args)
     ]
     print(json.dumps(as_dicts(rows), indent=1) if args.json else format_table(rows))
+    from tuner.study import forced_tag
+
+    if forced := forced_tag(args.backend):  # on stderr: the JSON on stdout stays the rows alone
+        print(f"losstune {args.command}: CPU loops forced by {forced}: not this host's own loops", file=sys.stderr)
     return 0
 
 

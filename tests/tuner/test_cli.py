@@ -128,6 +128,10 @@ def test_doctor_and_a_report_name_the_cpu_loop_switches_set(
     monkeypatch.setenv(*switch.split("="))
     assert main(["doctor"]) == 0
     assert f"; forced by {switch}: not this host's own loops" in capsys.readouterr().out
+    assert main(["bench", "--op", "l1", "--shape", "2^10", "--reduction", "mean", "--min-time", "0.002", "--json"]) == 0
+    said = capsys.readouterr()
+    assert json.loads(said.out)[0]["op"] == "l1"  # stdout the rows alone
+    assert f"losstune bench: CPU loops forced by {switch}: not this host's own loops" in said.err
     argv = ["bench", "--report", "--op", "l1", "--shape", "2^10", "--reduction", "mean", "--layout", "contiguous"]
     assert (
         main([*argv, "--min-time", "0.002", "--rounds", "1", "--goal-rounds", "1", "--out", str(tmp_path / "r")]) == 0

@@ -8,6 +8,8 @@ argument of phase one and is required (None is 161001).
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from kernels import dispatch
@@ -64,6 +66,8 @@ def kl_div_backward_get_workspace_size(
 def _launch(op: str, workspace: object, workspace_size: int, executor: Executor, stream: object) -> None:
     if not isinstance(executor, Executor) or executor.op.value != op:
         raise invalid("executor", f"an executor from {op}_..._get_workspace_size", type(executor).__name__)
+    if isinstance(workspace_size, bool) or not isinstance(workspace_size, numbers.Integral):
+        raise invalid("workspace_size", f"a whole number >= {executor.workspace_size}", repr(workspace_size))
     if workspace_size < executor.workspace_size:
         raise invalid("workspace_size", f">= {executor.workspace_size}", workspace_size)
     dispatch.run(executor)

@@ -64,6 +64,10 @@ def build(
                 raise invalid("config", "a Tiling or a dict of its knobs", f"{config!r} ({e})") from e
         if not isinstance(config, Tiling):
             raise invalid("config", "a kernels.Tiling", type(config).__name__)
+        try:
+            config.check_types()
+        except TypeError as e:
+            raise invalid("config", "a Tiling whose knobs have their types", f"{config!r} ({e})") from None
         broken = space.violations(config)
         if broken:
             raise invalid(

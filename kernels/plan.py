@@ -60,11 +60,40 @@ def check_same_device(tensors: dict[str, torch.Tensor]) -> torch.device:
     return first
 
 
+# Above this many elements a layout the stride test below cannot clear is refused unread: listing its
+# offsets would take 8 bytes an element.
+_OVERLAP_LISTED = 1 << 24
+
+
 def check_out_writable(arg: str, out: torch.Tensor) -> None:
-    """A written tensor must not map two elements to one address (an expanded view)."""
-    for size, stride in zip(out.shape, out.stride(), strict=True):
-        if size > 1 and stride == 0:
+    """A written tensor must not map two elements to one address: an expanded view (a stride 0), or
+    any view whose strides fold elements onto each other (``as_strided`` with steps smaller than the
+    dims inside them): the kernels' stores would race there, and the result would hang on the order
+    they land in. Dims by increasing stride, each stride past the farthest offset the dims before it
+    reach, proves the elements apart (every layout torch makes: contiguous, transposed, sliced with
+    steps); a layout that fails that test has its offsets listed and compared."""
+    if out.is_contiguous():  # most calls' out: the test below, passed, at a tenth of its cost
+        return
+    dims = sorted((stride, size) for size, stride in zip(out.shape, out.stride(), strict=True) if size > 1)
+    for stride, _ in dims:
+        if stride == 0:
             raise invalid(arg, "a tensor without overlapping elements", f"an expanded view with strides {out.stride()}")
+    reach = 0
+    for stride, size in dims:
+        if stride <= reach:
+            break
+        reach += stride * (size - 1)
+    else:
+        return
+    got = f"a view of shape {tuple(out.shape)} with strides {out.stride()}"
+    if out.numel() > _OVERLAP_LISTED:
+        expected = f"a tensor whose strides show its elements apart (or of {_OVERLAP_LISTED} elements or fewer)"
+        raise invalid(arg, expected, got)
+    offsets = torch.zeros((), dtype=torch.int64)
+    for size, stride in zip(out.shape, out.stride(), strict=True):
+        offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride
+    if torch.unique(offsets.flatten()).numel() != out.numel():
+        raise invalid(arg, "a tensor without overlapping elements", f"{got}, whose elements share addresses")
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,20 @@ class Tiling:
             raise ValueError(f"config: unknown knobs {sorted(unknown)}, expected some of {sorted(fields)}")
         values = dict(data)
         values["variant"] = Variant(values.get("variant", Variant.FLAT.value))
-        return cls(**values)  # type: ignore[arg-type]
+        config = cls(**values)  # type: ignore[arg-type]
+        config.check_types()
+        return config
+
+    def check_types(self) -> None:
+        """Each knob of its field's type: a whole number (not a bool) for the counts and sizes, a
+        bool for the switches, a Variant. A space's membership test compares by value, where
+        4096.0 == 4096 and True == 1, so a float tile passed phase one and stopped numba's compile
+        in phase two, and ``cores=True`` ran as one core. Raises TypeError naming the knob."""
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            want = {"int": int, "bool": bool, "Variant": Variant}[str(field.type)]
+            if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+                raise TypeError(f"knob {field.name!r}: expected {want.__name__}, got {value!r}")
 
     def short(self) -> str:
         parts = [f"{self.variant.value}", f"tile={self.tile}", f"cores={self.cores}"]

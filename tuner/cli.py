@@ -246,9 +246,26 @@ def _positive(value: float | int | None, name: str) -> None:
         raise ValueError(f"{name}: expected a positive number, got {value}")
 
 
+def _loadable(backend: str) -> None:
+    """A backend name the registry knows (else the registry's own error) that loads on this host:
+    otherwise the reason, named by --backend, before anything is measured or written."""
+    from kernels import backends
+
+    ok, why = backends.probe(backend)
+    if not ok:
+        raise ValueError(f"--backend: expected a backend that loads here (`losstune doctor` lists them), got {why}")
+
+
+def _seed(seed: int | None) -> None:
+    if seed is not None and not 0 <= seed < 2**32:  # numpy's, which the samplers take
+        raise ValueError(f"--seed: expected a whole number from 0 to 2^32 - 1, got {seed}")
+
+
 def _tune(args: argparse.Namespace) -> int:
     from tuner.study import ALPHA, TuneOptions, fewest_rounds, shared_journals
 
+    _loadable(args.backend)
+    _seed(args.seed)
     _positive(args.trials, "--trials")
     _positive(args.timeout, "--timeout")
     _positive(args.min_time, "--min-time")
@@ -480,6 +497,10 @@ def _bench(args: argparse.Namespace) -> int:
     for flag, name in given:
         if getattr(args, name, None) is not None:
             raise ValueError(f"{flag}: expected only with --report, got {flag} without it")
+    _loadable(args.backend)
+    if args.command == "bench":  # tune --bench's were checked by tune
+        _positive(args.min_time, "--min-time")
+        _positive(args.rounds, "--rounds")
     rows = [
         # tune's --rounds are its finalists'; the table after it takes bench's own default
         bench_case(
@@ -505,6 +526,7 @@ def _report(args: argparse.Namespace) -> int:
     from tuner.problems import InputLayout
     from tuner.study import forced_tag
 
+    _loadable(args.backend)
     _positive(args.min_time, "--min-time")
     _positive(args.rounds, "--rounds")
     if args.goal_rounds is None:
@@ -687,14 +709,22 @@ def _dashboard(args: argparse.Namespace) -> int:
     from dashboards import site
 
     if args.action == "build":
+        if not args.results.is_dir():  # an empty site would replace the built one
+            raise ValueError(
+                f"--results: expected a results folder (asv/, tuning/, bench/), got {args.results} (no such folder)"
+            )
         pages = site.build(args.out or args.results / "dashboard", args.results, args.storage)
         print(f"wrote {len(pages)} pages: {pages[0].resolve().as_uri()}")
         return 0
-    _positive(args.port, "--port")
+    if not 0 < args.port < 2**16:
+        raise ValueError(f"--port: expected a TCP port from 1 to 65535, got {args.port}")
     try:
         server = site.serve(args.site, args.host, args.port)
     except FileNotFoundError as e:
         raise ValueError(str(e)) from None
+    except OSError as e:  # a name that does not resolve, an address not on this host, a port in use
+        where = f"{args.host}:{args.port}"
+        raise ValueError(f"--host/--port: expected an address to serve on here, got {where}: {e}") from None
     print(f"serving {args.site} on http://{args.host}:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()

@@ -176,17 +176,31 @@ def freeze(
         device = devices[0]
     if studies is not None and (elsewhere := sorted(str(r["study"]) for r in rows if r.get("device") != device)):
         raise ValueError(f"studies (--study): expected studies of device {device}, got {elsewhere} of another")
+    devices = sorted({str(r["device"]) for r in rows})
     rows = [r for r in rows if r.get("device") == device]
     if not rows:
-        raise ValueError(f"storage: no finished {backend}/{device} studies to freeze")
+        raise ValueError(
+            f"--device: expected one of the devices of the finished {backend} studies {devices}, got {device!r}"
+        )
     path = frozen.config_path(backend, device, root)
     existing: list[dict[str, object]] = []
     if path.exists():
+        # A table this cannot read is never replaced: its entries would go without a word. The
+        # user restores it (git) or moves it aside, and freezes again.
         try:
             old = json.loads(path.read_text())
-            existing = old.get("entries", []) if old.get("schema_version") == frozen.SCHEMA_VERSION else []
-        except (OSError, json.JSONDecodeError):
-            existing = []  # a corrupt table is replaced whole, never patched
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(
+                f"config: expected a readable frozen table at {path}, got {type(e).__name__}: {e};"
+                " restore it or move it aside, then freeze again"
+            ) from None
+        version = old.get("schema_version") if isinstance(old, dict) else None
+        if version != frozen.SCHEMA_VERSION or not isinstance(old.get("entries"), list):  # type: ignore[union-attr]
+            raise ValueError(
+                f"config: expected a frozen table of schema {frozen.SCHEMA_VERSION} at {path}, got schema {version!r};"
+                " restore it or move it aside, then freeze again"
+            )
+        existing = old["entries"]
     now = {"git_commit": git_commit(), "versions": versions()}
     merged = {_merge_key(e): e for e in existing}
     tabled = set(merged)  # the problems the table held before this freeze

@@ -176,14 +176,20 @@ class Case:
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
-    """'1048576', '2^20', '41x401x1271' or '' (0-d)."""
+    """'1048576', '2^20', '41x401x1271' or '' (0-d); every size 1 or more."""
     try:
         if "^" in text:
-            base, exp = text.split("^")
-            return (int(base) ** int(exp),)
-        return tuple(int(p) for p in text.split("x")) if text else ()
+            base, exp = (int(p) for p in text.split("^"))
+            if exp < 0:
+                raise ValueError
+            shape: tuple[int, ...] = (base**exp,)
+        else:
+            shape = tuple(int(p) for p in text.split("x")) if text else ()
     except ValueError:
         raise ValueError(f"shape: expected N, B^E or AxBxC, got {text!r}") from None
+    if any(n < 1 for n in shape):
+        raise ValueError(f"shape: expected sizes of 1 or more, got {text!r}")
+    return shape
 
 
 def parse_op(text: str) -> tuple[Op, bool]:

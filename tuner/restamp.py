@@ -66,6 +66,8 @@ from tuner.problems import Case, InputLayout
 from tuner.study import ROOT, open_storage, restamped_final
 
 if TYPE_CHECKING:
+    import optuna
+
     from tuner.restamp_triton import TritonComparer
 
 PROBE_NUMEL = 1 << 12  # a multiple of the 64 rows of the broadcast and transposed layouts
@@ -672,13 +674,15 @@ def restamp_table(
             progress(outcome)
     outcomes.extend(_common_outcomes(entries, current))
     if restamped and not dry_run:
+        # The journal opened first: one it cannot read stops the restamp before the table is written.
+        store = open_storage(storage)
         # Common configs are recomputed from the entries the way freeze does, so each takes the
         # hash of its example entry: current where that entry was restamped, stale where not.
         table["entries"] = entries
         table["common"] = _best_common(entries)
         write_atomic(path, table)
         frozen.reset()
-        _update_studies(restamped, storage)
+        _update_studies(restamped, store)
     return outcomes
 
 
@@ -706,13 +710,12 @@ def _common_outcomes(entries: list[dict[str, object]], current: Sources) -> list
     return found
 
 
-def _update_studies(entries: Iterable[dict[str, object]], storage: str | None) -> None:
+def _update_studies(entries: Iterable[dict[str, object]], store: optuna.storages.BaseStorage) -> None:
     """Each restamped entry's study, where its final decision is that entry's config and hash: the
     hash is updated there too, so a later freeze writes it again, and a resumed study still counts
     the trials measured on the old one (tuner.study.Sweep)."""
     import optuna
 
-    store = open_storage(storage)
     names = {s.study_name for s in optuna.get_all_study_summaries(store, include_best_trial=False)}
     for entry in entries:
         name = str(entry.get("study"))

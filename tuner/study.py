@@ -23,6 +23,7 @@ import dataclasses
 import functools
 import importlib.metadata
 import itertools
+import json
 import logging
 import math
 import os
@@ -119,8 +120,12 @@ def shared_journals() -> Iterator[None]:
         _SHARED = outer
 
 
-def _journal(path: Path) -> optuna.storages.JournalStorage:
-    """A storage of the journal file at ``path``: shared_journals()' one, else a fresh one."""
+def _journal(path: Path, create: bool = True) -> optuna.storages.JournalStorage:
+    """A storage of the journal file at ``path``: shared_journals()' one, else a fresh one.
+    ``create``: make the file (and its folders) where it is missing; a reader (show, freeze) says
+    it is missing instead, so a mistyped path leaves nothing behind."""
+    if not create and not path.is_file():
+        raise ValueError(f"storage: expected an existing journal file, got {str(path)!r} (no such file)")
     path.parent.mkdir(parents=True, exist_ok=True)
     key = path.resolve()  # the backend and its lock take it too: a later chdir moves nothing
     if _SHARED is not None and key in _SHARED:
@@ -128,17 +133,23 @@ def _journal(path: Path) -> optuna.storages.JournalStorage:
     backend = optuna.storages.journal.JournalFileBackend(
         str(key), lock_obj=optuna.storages.journal.JournalFileOpenLock(str(key))
     )
-    storage = optuna.storages.JournalStorage(backend)
+    try:
+        storage = optuna.storages.JournalStorage(backend)  # replays the file
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(
+            f"storage: expected an optuna journal (one JSON record a line), got {str(path)!r}, which holds other text"
+            f" ({type(e).__name__}: {e})"
+        ) from None
     if _SHARED is not None:
         _SHARED[key] = storage
     return storage
 
 
-def open_storage(url: str | None) -> optuna.storages.BaseStorage:
+def open_storage(url: str | None, *, create: bool = True) -> optuna.storages.BaseStorage:
     """The embedded journal file (safe for several processes on one host; one storage object per
-    file within shared_journals()), or an RDB URL (PostgreSQL)."""
+    file within shared_journals()), or an RDB URL (PostgreSQL). ``create``: as _journal's."""
     if url is None or url.startswith("journal:") or url.endswith(".log"):
-        return _journal(Path(url.removeprefix("journal:")) if url else DEFAULT_STORAGE)
+        return _journal(Path(url.removeprefix("journal:")) if url else DEFAULT_STORAGE, create)
     if url.startswith(("postgresql://", "postgresql+", "sqlite://", "mysql")):
         return optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=120)
     raise ValueError(f"storage: expected a journal file path or a postgresql:// URL, got {url!r}")
@@ -982,8 +993,9 @@ def _is_grid(opts: TuneOptions, space: Space) -> bool:
 
 
 def study_rows(storage_url: str | None) -> list[dict[str, object]]:
-    """Every study in storage with its metadata and final decision (for show and freeze)."""
-    storage = open_storage(storage_url)
+    """Every study in storage with its metadata and final decision (for show and freeze): a journal
+    file must exist, a reader never creates one."""
+    storage = open_storage(storage_url, create=False)
     rows = []
     for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
         attrs = summary.user_attrs

@@ -343,3 +343,17 @@ def test_cli_dashboard_build_and_serve_errors(tmp_path: Path, capsys: pytest.Cap
     assert main(["dashboard", "serve", "--site", str(tmp_path / "nowhere")]) == 2
     assert "run `losstune dashboard build` first" in capsys.readouterr().err
     assert pd.read_json(tmp_path / "d" / "data.json", typ="series")["commits"] == 24
+    # a mistyped --results once built an empty site over the good one
+    built = (tmp_path / "d" / "index.html").read_text()
+    missing = tmp_path / "resluts"
+    assert main(["dashboard", "build", "--results", str(missing), "--out", str(tmp_path / "d")]) == 2
+    said = f"--results: expected a results folder (asv/, tuning/, bench/), got {missing} (no such folder)"
+    assert said in capsys.readouterr().err
+    assert (tmp_path / "d" / "index.html").read_text() == built
+    # a port out of range, a host that does not resolve: named, not a traceback
+    assert main(["dashboard", "serve", "--site", str(tmp_path / "d"), "--port", "70000"]) == 2
+    assert "--port: expected a TCP port from 1 to 65535, got 70000" in capsys.readouterr().err
+    assert main(["dashboard", "serve", "--site", str(tmp_path / "d"), "--host", "no.such.host.invalid"]) == 2
+    assert (
+        "--host/--port: expected an address to serve on here, got no.such.host.invalid:8000" in capsys.readouterr().err
+    )

@@ -158,3 +158,48 @@ def test_backend_for_another_device_is_rejected() -> None:
 def test_unknown_backend_name() -> None:
     with pytest.raises(ValueError, match="expected one of cpu, cuda, npu, triton-interpret"):
         kernels.mse_loss_backward(torch.ones(2), torch.ones(2), torch.ones(2), backend="tpu")
+
+
+@pytest.mark.parametrize("op", PHASE_ONE)
+def test_an_out_whose_strides_fold_elements_together_is_rejected(op: str) -> None:
+    """Not only a stride 0: an as_strided view whose steps are smaller than the dims inside them maps
+    two elements to one address, where the stores would race."""
+    folded = torch.full((65,), 9.0).as_strided((8, 8), (1, 1))
+    args = {k: torch.randn(8, 8) for k in ("g", "x", "t")}
+    _raises(INVALID, lambda: PHASE_ONE[op](args["g"], args["x"], args["t"], folded), folded, "share addresses")
+
+
+def test_an_out_of_steps_the_stride_test_cannot_clear_but_apart_is_written_as_a_contiguous_one() -> None:
+    """(2, 3) with strides (3, 2): offsets 0 2 4 3 5 7, all apart, though the step of its outer dim is
+    not past its inner dim's reach: listed and compared, accepted, and given the contiguous call's values."""
+    base = torch.full((8,), 9.0)
+    out = base.as_strided((2, 3), (3, 2))
+    g, x, t = (torch.randn(2, 3) for _ in range(3))
+    want = kernels.mse_loss_backward(g, x, t, "none")
+    kernels.mse_loss_backward(g, x, t, "none", out=out)
+    assert torch.equal(out, want) and base[[1, 6]].tolist() == [9.0, 9.0]  # the gaps untouched
+
+
+@pytest.mark.parametrize("size", [None, "0", 1.0, True])
+def test_launch_takes_a_whole_workspace_size(size: object) -> None:
+    g, x, t, out = (_ok()[k] for k in ("g", "x", "t", "out"))
+    ws, ex = kernels.aclnn.mse_loss_backward_get_workspace_size(g, x, t, 1, out)
+    _raises(
+        INVALID, lambda: kernels.aclnn.mse_loss_backward(None, size, ex), out, "workspace_size: expected a whole number"
+    )
+    kernels.aclnn.mse_loss_backward(None, ws, ex)  # the size phase one gave still launches
+    assert not torch.all(out == 9.0)
+
+
+@pytest.mark.parametrize(
+    ("knobs", "named"),
+    [({"tile": 4096.0, "cores": 1}, "'tile': expected int, got 4096.0"), ({"tile": 4096, "cores": True}, "'cores'")],
+)
+def test_a_config_knob_of_another_type_is_rejected_in_phase_one(knobs: dict[str, object], named: str) -> None:
+    """A space compares by value (4096.0 == 4096, True == 1): a float tile passed phase one and stopped
+    numba's compile in phase two; cores=True ran as one core. Dict or Tiling, phase one refuses it."""
+    g, x, t, out = (_ok()[k] for k in ("g", "x", "t", "out"))
+    call = kernels.aclnn.mse_loss_backward_get_workspace_size
+    _raises(INVALID, lambda: call(g, x, t, 1, out, backend="cpu", config=knobs), out, named)
+    tiling = kernels.Tiling(**{**knobs, "variant": kernels.Variant.SCALAR_GRAD})
+    _raises(INVALID, lambda: call(g, x, t, 1, out, backend="cpu", config=tiling), out, named)

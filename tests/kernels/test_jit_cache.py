@@ -7,6 +7,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -358,3 +360,15 @@ def test_a_compile_under_a_changed_loops_global_ends_this_processs_saves(tmp_pat
     env = {jit_cache.DIR_ENV: str(tmp_path), jit_cache.ENABLE_ENV: "1"}
     assert run_fresh(code, env) == "['kernels.backends.cpu_loops.HAS_BF16'] 1"
     assert len(_entries(tmp_path)) == 1  # k=1's, saved before; k=3's not
+
+
+def test_a_switch_neither_0_nor_1_is_refused_by_name() -> None:
+    """ "off" once left the cache on without a word: now the CPU backend's import stops on it, naming
+    the variable, what it takes and what it got (a process that set it later gets the same at its
+    next compile)."""
+    env = {**os.environ, jit_cache.ENABLE_ENV: "off"}
+    done = subprocess.run(
+        [sys.executable, "-c", "import kernels.backends.cpu"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 1
+    assert "ValueError: LOSSTUNE_JIT_CACHE: expected 0 or 1, got 'off'" in done.stderr

@@ -31,8 +31,25 @@ def test_tune_show_freeze_bench_roundtrip(storage: str, tmp_path: Path, capsys: 
     root = tmp_path / "configs"
     assert main(["freeze", "--storage", storage, "--config-dir", str(root)]) == 0
     assert "froze 1 entries" in capsys.readouterr().out
-    table = json.loads(next(root.glob("cpu/*.json")).read_text())
+    path = next(root.glob("cpu/*.json"))
+    table = json.loads(path.read_text())
     assert table["schema_version"] == 1 and table["entries"][0]["op"] == "mse"
+    # a device the journal has no studies of is named as --device, with the devices it has
+    assert main(["freeze", "--storage", storage, "--config-dir", str(root), "--device", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"--device: expected one of the devices of the finished cpu studies ['{table['device']}'], got 'nosuch'" in err
+    )
+    # a table freeze cannot read is never replaced (its entries would go without a word)
+    for broken, said in (
+        ('{"schema_version": 1, "entries": [', "JSONDecodeError"),
+        ('{"schema_version": 9}', "schema 9"),
+    ):
+        path.write_text(broken)
+        assert main(["freeze", "--storage", storage, "--config-dir", str(root)]) == 2
+        err = capsys.readouterr().err
+        assert "config: expected a " in err and str(path) in err and said in err and "move it aside" in err
+        assert path.read_text() == broken
     assert main(["bench", *QUICK, "--min-time", "0.002", "--rounds", "1"]) == 0
     out = capsys.readouterr().out
     assert "roofline: copy bandwidth" in out and "mse" in out
@@ -260,9 +277,48 @@ def test_tune_refuses_a_grain_it_does_not_know(capsys: pytest.CaptureFixture[str
 def test_freeze_with_nothing_to_freeze_writes_nothing(
     storage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A journal that is not there is named, and not made; one with no finished study says so."""
+    assert main(["freeze", "--storage", storage, "--config-dir", str(tmp_path)]) == 2
+    assert f"storage: expected an existing journal file, got {storage!r} (no such file)" in capsys.readouterr().err
+    assert not Path(storage).exists()
+    Path(storage).touch()  # an empty journal: no studies
     assert main(["freeze", "--storage", storage, "--config-dir", str(tmp_path)]) == 2
     assert "no finished cpu studies" in capsys.readouterr().err
     assert not list(tmp_path.rglob("*.json"))
+
+
+def test_bad_arguments_are_named_before_anything_is_measured_or_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each once ended in a traceback, an unnamed message or a run with the value; none of them
+    leaves a file or a folder behind (a mistyped storage path included)."""
+    storage = str(tmp_path / "new" / "journal.log")
+    case = ["--op", "mse", "--shape", "64"]
+    for argv, said in (
+        (["tune", *case, "--backend", "cuda", "--storage", storage], "--backend: expected a backend that loads here"),
+        (["bench", *case, "--backend", "npu"], "--backend: expected a backend that loads here"),
+        (["bench", *case, "--backend", "npu", "--report"], "--backend: expected a backend that loads here"),
+        (
+            ["tune", *case, "--seed", "-1", "--storage", storage],
+            "--seed: expected a whole number from 0 to 2^32 - 1, got -1",
+        ),
+        (
+            ["tune", "--op", "mse", "--shape", "-5", "--storage", storage],
+            "shape: expected sizes of 1 or more, got '-5'",
+        ),
+        (["bench", *case, "--rounds", "0"], "--rounds: expected a positive number, got 0"),
+        (["bench", *case, "--min-time", "-1"], "--min-time: expected a positive number, got -1.0"),
+        (["show", "--storage", storage], f"storage: expected an existing journal file, got {storage!r}"),
+    ):
+        assert main(argv) == 2, argv
+        assert said in capsys.readouterr().err, argv
+    assert not (tmp_path / "new").exists()
+    garbage = tmp_path / "garbage.log"
+    garbage.write_text("not json\nnor this\n")  # a broken last line alone is skipped: optuna's torn write
+    assert main(["show", "--storage", str(garbage)]) == 2
+    err = capsys.readouterr().err
+    assert f"storage: expected an optuna journal (one JSON record a line), got {str(garbage)!r}" in err
+    assert garbage.read_text() == "not json\nnor this\n"
 
 
 def test_machine_names_the_accelerator_and_registers_with_asv(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
 from kernels.modes import Op, Reduction
-from tuner.problems import Case, InputLayout
+from tuner.problems import Case, InputLayout, parse_shape
 
 
 @pytest.mark.parametrize("layout", list(InputLayout))
@@ -57,3 +59,17 @@ def test_mses_baseline_into_out_writes_the_baselines_values_into_that_out(
 def test_l1_and_kl_have_no_baseline_into_out(op: Op) -> None:
     """Their PyTorch backward is a chain of eager ops, each allocating: no one kernel takes an out."""
     assert Case(op, torch.float32, (1 << 12,), Reduction.NONE).baseline_into() is None
+
+
+@pytest.mark.parametrize(
+    ("text", "shape"), [("1048576", (1 << 20,)), ("2^20", (1 << 20,)), ("2^0", (1,)), ("3x4x5", (3, 4, 5)), ("", ())]
+)
+def test_parse_shape_reads_each_form(text: str, shape: tuple[int, ...]) -> None:
+    assert parse_shape(text) == shape
+
+
+@pytest.mark.parametrize("text", ["-5", "0", "2^-1", "0^3", "4x0", "2^x", "4x-2", "2^2^2", "1.5"])
+def test_parse_shape_refuses_what_is_not_sizes_of_1_or_more_by_name(text: str) -> None:
+    """A negative or zero size once reached torch (a RuntimeError, or randn's TypeError for 2^-1)."""
+    with pytest.raises(ValueError, match=f"^shape: expected .*, got {re.escape(repr(text))}$"):
+        parse_shape(text)

@@ -21,6 +21,11 @@ UB_BLOCK_BYTES = 32  # the Unified Buffer is addressed in 32-byte blocks
 NPU_MAX_GRID = 65535
 
 
+# Tiling's field annotations (strings, under ``from __future__ import annotations``) as the types
+# Tiling.check_types holds each knob to.
+_KNOB_TYPES: dict[str, type] = {"int": int, "bool": bool, "Variant": Variant}
+
+
 @dataclass(frozen=True)
 class Tiling:
     """One kernel configuration. Knobs a backend does not have keep their neutral value."""
@@ -72,7 +77,7 @@ class Tiling:
         in phase two, and ``cores=True`` ran as one core. Raises TypeError naming the knob."""
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            want = {"int": int, "bool": bool, "Variant": Variant}[str(field.type)]
+            want = _KNOB_TYPES[str(field.type)]
             if not isinstance(value, want) or (want is int and isinstance(value, bool)):
                 raise TypeError(f"knob {field.name!r}: expected {want.__name__}, got {value!r}")
 

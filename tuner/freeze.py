@@ -167,8 +167,8 @@ def freeze(
         rows = [r for r in rows if r["study"] in wanted]
     if not rows:
         raise ValueError(f"storage: no finished {backend} studies to freeze in {storage or 'the default journal'}")
+    devices = sorted({str(r["device"]) for r in rows})
     if device is None:
-        devices = sorted({str(r["device"]) for r in rows})
         if len(devices) != 1:
             raise ValueError(
                 f"device: expected exactly one device among the {backend} studies, got {devices or 'none'}"
@@ -176,7 +176,6 @@ def freeze(
         device = devices[0]
     if studies is not None and (elsewhere := sorted(str(r["study"]) for r in rows if r.get("device") != device)):
         raise ValueError(f"studies (--study): expected studies of device {device}, got {elsewhere} of another")
-    devices = sorted({str(r["device"]) for r in rows})
     rows = [r for r in rows if r.get("device") == device]
     if not rows:
         raise ValueError(

@@ -286,7 +286,8 @@ LOOP_SWITCHES = (
 # The feature switches among them (cpu_loops._host_has) read "0" alone, as a build without the
 # instruction, and took any other value as unset: a typo ("off", "no") ran the host's build without
 # a word. Each is refused here by name unless 0 or 1, as every other switch is (cpu_loops._forced).
-# 1 cannot give a host an instruction it lacks: it leaves the host's pick.
+# 1 cannot give a host an instruction it lacks: it leaves the host's pick. Here, not in _host_has:
+# cpu_loops.py is what every frozen entry's kernel hash covers, and an edit there stales them all.
 FEATURE_SWITCHES = ("LOSSTUNE_CPU_F16C", "LOSSTUNE_CPU_BF16", "LOSSTUNE_CPU_SCALEF", "LOSSTUNE_CPU_GATHER")
 
 

@@ -96,11 +96,10 @@ class Unstable(Exception):
 
 def enabled() -> bool:
     """LOSSTUNE_JIT_CACHE: unset or 1 on, 0 off; any other value is refused by name (a typo such as
-    "off" left it on without a word)."""
-    value = os.environ.get(ENABLE_ENV, "1")
-    if value not in ("0", "1"):
-        raise ValueError(f"{ENABLE_ENV}: expected 0 or 1, got {value!r}")
-    return value == "1"
+    "off" left it on without a word), by the project's one parser of 0/1 switches."""
+    from kernels.backends.cpu_loops import _forced
+
+    return _forced(ENABLE_ENV) is not False
 
 
 def cache_dir() -> Path:

@@ -19,6 +19,7 @@ from pathlib import Path
 import optuna
 import pandas as pd
 
+from kernels.backends import switch_tag
 from tuner.goals import check_rows, evaluate
 
 ASV_COLUMNS = ["machine", "cpu_forced", "env", "commit", "date", "benchmark", "metric", "unit"]
@@ -69,7 +70,7 @@ def load_asv(results_dir: Path | str = "results/asv", repo: Path | str | None = 
         accelerators = ", ".join(meta.get("host", {}).get("accelerators", [])) or "none"
         # the CPU loop switches the run had set (tuner.machine.describe), "" for none or a run from
         # before they were stored: a run with any set measured loops the host does not run by default
-        forced = " ".join(f"{k}={v}" for k, v in (meta.get("host", {}).get("cpu_forced") or {}).items())
+        forced = switch_tag(meta.get("host", {}).get("cpu_forced") or {})
         for name, packed in run.get("results", {}).items():
             bench = index.get(name)
             if bench is None or not name.rsplit(".", 1)[-1].startswith("track_"):
@@ -188,7 +189,7 @@ def load_tuning(storage: str | None = "results/tuning/journal.log") -> pd.DataFr
 
     if _absent(storage):
         return pd.DataFrame()
-    store = open_storage(storage)
+    store = open_storage(storage, create=False)  # a reader: a cut-off last record is warned of, not refused
     rows: list[dict[str, object]] = []
     for summary in optuna.get_all_study_summaries(store, include_best_trial=False):
         study = optuna.load_study(study_name=summary.study_name, storage=store)

@@ -63,7 +63,7 @@ from kernels.modes import Op, Reduction, Variant
 from kernels.tiling import Tiling
 from tuner.freeze import _best_common, git_commit, write_atomic
 from tuner.problems import Case, InputLayout
-from tuner.study import ROOT, open_storage, restamped_final
+from tuner.study import ROOT, journal_path, open_storage, restamped_final
 
 if TYPE_CHECKING:
     import optuna
@@ -649,6 +649,10 @@ def restamp_table(
     if comparer.tree is not current or comparer.target != to:
         raise ValueError("comparer: expected one of the same tree and target as this restamp")
     table = _read_table(path)
+    # The journal opened before any compile: one it cannot read (or write) stops the restamp in
+    # seconds, and before the table is written. A journal not there yet holds no study to update.
+    journal = journal_path(storage)
+    store = None if dry_run or (journal is not None and not journal.is_file()) else open_storage(storage)
     find = find_sources or GitHistory(backend=backend)
     outcomes: list[Outcome] = []
     entries: list[dict[str, object]] = table["entries"]
@@ -674,15 +678,14 @@ def restamp_table(
             progress(outcome)
     outcomes.extend(_common_outcomes(entries, current))
     if restamped and not dry_run:
-        # The journal opened first: one it cannot read stops the restamp before the table is written.
-        store = open_storage(storage)
         # Common configs are recomputed from the entries the way freeze does, so each takes the
         # hash of its example entry: current where that entry was restamped, stale where not.
         table["entries"] = entries
         table["common"] = _best_common(entries)
         write_atomic(path, table)
         frozen.reset()
-        _update_studies(restamped, store)
+        if store is not None:
+            _update_studies(restamped, store)
     return outcomes
 
 

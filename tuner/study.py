@@ -120,6 +120,50 @@ def shared_journals() -> Iterator[None]:
         _SHARED = outer
 
 
+def _check_journal(path: Path, lock: optuna.storages.journal.JournalFileOpenLock, *, writer: bool) -> None:
+    """What optuna's replay lets through: it skips a journal's last line where that line does not
+    parse, taking it for a record another process is still writing. So a file of one line of other
+    text (a mistyped ``--storage notes.log``) read as an empty journal, and a writer appended its
+    records to it, after which the file no longer replayed. Under the journal's lock (writers hold
+    it while they append, so a line without its newline there is a cut-off write, not one in
+    progress) the first line must be a journal record, and a writer refuses a file whose last line
+    was cut off: optuna would append the next record onto it and leave a line that never parses."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    lock.acquire()
+    try:
+        with path.open("rb") as f:
+            first = f.readline()
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(size - 1)
+            ends_whole = f.read(1) == b"\n"
+    finally:
+        lock.release()
+    try:
+        record = json.loads(first)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        record = None
+    if not isinstance(record, dict) or "op_code" not in record:
+        raise ValueError(
+            f"storage: expected an optuna journal (one JSON record a line), got {str(path)!r}, whose first line is"
+            f" not one ({first[:60]!r})"
+        )
+    if not ends_whole:
+        with path.open("rb") as f:
+            tail = size - f.read().rfind(b"\n") - 1
+        cut = (
+            f"storage: {str(path)!r} ends in a record cut off mid-write ({tail} bytes after its last newline,"
+            f" a process killed while appending)"
+        )
+        if writer:
+            raise ValueError(
+                f"{cut}; a write would join the next record to it and leave a line that never replays. The cut"
+                f" record is lost either way: remove its bytes (truncate -s {size - tail} {path}) and run again"
+            )
+        log.warning("%s; reading the records before it", cut)
+
+
 def _journal(path: Path, create: bool = True) -> optuna.storages.JournalStorage:
     """A storage of the journal file at ``path``: shared_journals()' one, else a fresh one.
     ``create``: make the file (and its folders) where it is missing; a reader (show, freeze) says
@@ -130,9 +174,9 @@ def _journal(path: Path, create: bool = True) -> optuna.storages.JournalStorage:
     key = path.resolve()  # the backend and its lock take it too: a later chdir moves nothing
     if _SHARED is not None and key in _SHARED:
         return _SHARED[key]
-    backend = optuna.storages.journal.JournalFileBackend(
-        str(key), lock_obj=optuna.storages.journal.JournalFileOpenLock(str(key))
-    )
+    lock = optuna.storages.journal.JournalFileOpenLock(str(key))
+    _check_journal(path, lock, writer=create)
+    backend = optuna.storages.journal.JournalFileBackend(str(key), lock_obj=lock)
     try:
         storage = optuna.storages.JournalStorage(backend)  # replays the file
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -145,11 +189,20 @@ def _journal(path: Path, create: bool = True) -> optuna.storages.JournalStorage:
     return storage
 
 
+def journal_path(url: str | None) -> Path | None:
+    """The journal file a storage URL names (the default one for None); None for an RDB URL."""
+    if url is None or url.startswith("journal:") or url.endswith(".log"):
+        return Path(url.removeprefix("journal:")) if url else DEFAULT_STORAGE
+    return None
+
+
 def open_storage(url: str | None, *, create: bool = True) -> optuna.storages.BaseStorage:
     """The embedded journal file (safe for several processes on one host; one storage object per
     file within shared_journals()), or an RDB URL (PostgreSQL). ``create``: as _journal's."""
-    if url is None or url.startswith("journal:") or url.endswith(".log"):
-        return _journal(Path(url.removeprefix("journal:")) if url else DEFAULT_STORAGE, create)
+    journal = journal_path(url)
+    if journal is not None:
+        return _journal(journal, create)
+    assert url is not None
     if url.startswith(("postgresql://", "postgresql+", "sqlite://", "mysql")):
         return optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=120)
     raise ValueError(f"storage: expected a journal file path or a postgresql:// URL, got {url!r}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -24,6 +25,13 @@ def slug(text: str) -> str:
     """A device name as it goes into file and study names: lower case, runs of anything but
     letters and digits as one hyphen (``NVIDIA H100 80GB HBM3`` -> ``nvidia-h100-80gb-hbm3``)."""
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def switch_tag(switches: Mapping[str, str]) -> str:
+    """Loop switches as one string, ``NAME=value`` joined by spaces ("" for none): the tag a trial, a
+    decision and a dashboard series carry (kernels.backends.cpu.forced_tag; an asv run's stored
+    ``cpu_forced``, read without importing the CPU backend's loops)."""
+    return " ".join(f"{name}={value}" for name, value in switches.items())
 
 
 class Backend(Protocol):

@@ -14,7 +14,7 @@ from types import ModuleType
 import numpy as np
 import torch
 
-from kernels.backends import cpu_loops, jit_cache, numba_patches, slug
+from kernels.backends import cpu_loops, jit_cache, numba_patches, slug, switch_tag
 from kernels.executor import Executor, Formula, Launcher
 from kernels.modes import FusedForm, GradKind, Layout, Variant
 from kernels.plan import Geometry
@@ -310,7 +310,7 @@ def forced_switches(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 def forced_tag(environ: Mapping[str, str] | None = None) -> str:
     """forced_switches as one string, ``NAME=value`` joined by spaces ("" where none is set): what
     a trial and a decision carry (tuner.study)."""
-    return " ".join(f"{name}={value}" for name, value in forced_switches(environ).items())
+    return switch_tag(forced_switches(environ))
 
 
 def _holds_a_row(loops: ModuleType) -> bool:

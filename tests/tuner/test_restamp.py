@@ -655,3 +655,32 @@ def test_the_h200_tables_sources_hash_as_they_did_there() -> None:
     assert {op: pairs[op] for op in H200_LEGACY_312} == {
         op: (H200_LEGACY_312[op], H200_CANONICAL[op]) for op in H200_LEGACY_312
     }
+
+
+def test_a_journal_it_cannot_read_stops_a_restamp_before_any_compile_and_leaves_the_table(tmp_path: Path) -> None:
+    """The journal is opened before the entries are compared (each comparison compiles for seconds
+    to minutes), so a mistyped or damaged one costs seconds and the table stays as it was."""
+    old = _edited("\n\nUNUSED_LIMIT = 12345\n")
+    path = _table(tmp_path, [_mse_entry(CONFIG, old.kernel_hash("mse"))])
+    before = path.read_bytes()
+    notes = tmp_path / "notes.log"
+    notes.write_text("some notes about tuning\n")
+
+    def find(op: str, wanted: str, hint: str) -> Sources | None:
+        raise AssertionError("an entry was looked up before the journal was opened")
+
+    with pytest.raises(ValueError, match="expected an optuna journal"):
+        restamp_table(path, storage=str(notes), find_sources=find)
+    assert path.read_bytes() == before and notes.read_text() == "some notes about tuning\n"
+
+
+def test_a_restamp_with_no_journal_yet_creates_none(tmp_path: Path) -> None:
+    """A journal not there holds no study to update: restamp neither needs one nor leaves an empty one."""
+    old = _edited("\n\nUNUSED_LIMIT = 12345\n")
+    path = _table(tmp_path, [_mse_entry(CONFIG, old.kernel_hash("mse"))])
+    storage = tmp_path / "tuning" / "journal.log"
+    (outcome,) = [
+        o for o in restamp_table(path, storage=str(storage), find_sources=lambda *_: None) if o.where == "entries[0]"
+    ]
+    assert outcome.verdict is Verdict.NO_SOURCE
+    assert not storage.exists() and not storage.parent.exists()

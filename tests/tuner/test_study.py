@@ -891,3 +891,48 @@ def test_plumbing_with_a_mocked_load_average_a_decision_on_a_busy_host_is_record
     with caplog.at_level("WARNING", logger="losstune"):
         quiet = st.tune_case(CASE, st.TuneOptions(storage=storage, min_time_s=0.002, rounds=2, trials=3))
     assert not st.busy_host(quiet.final) and not any("busy host" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["some notes about tuning\n", "some notes about tuning", '{"trials": 40}\n', "[1, 2]\n"],
+    ids=["a line of text", "a line without its newline", "a JSON object not a record", "a JSON list"],
+)
+def test_a_file_of_one_line_of_other_text_is_refused_as_a_journal_and_left_as_it_was(
+    tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """optuna's replay skips a last line that does not parse (a record still being written, it
+    assumes), so a one-line file read as an empty journal and a tune appended its records to it."""
+    notes = tmp_path / "notes.log"
+    notes.write_text(text)
+    for create in (True, False):
+        with pytest.raises(ValueError, match="expected an optuna journal .* whose first line is not one") as e:
+            st.open_storage(str(notes), create=create)
+        assert repr(str(notes)) in str(e.value)
+    assert main(["show", "--storage", str(notes)]) == 2
+    assert f"got {str(notes)!r}, whose first line is not one" in capsys.readouterr().err
+    assert notes.read_text() == text
+
+
+def test_a_journal_whose_last_record_was_cut_off_is_read_with_a_warning_and_refused_for_writing(
+    storage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Under the journal's lock a last line without its newline is a write cut off, not one in
+    progress; a writer's next record would be appended onto it, making a line no replay parses, so a
+    writer stops and says how many bytes to cut; a reader (show, freeze, the dashboard) reads on."""
+    optuna.create_study(study_name="kept", storage=st.open_storage(storage))
+    path = Path(storage)
+    whole = path.read_bytes()
+    path.write_bytes(whole + b'{"op_code":5,"worker_id":"w","study_id":0,"datetime_sta')
+    cut = path.read_bytes()
+    with pytest.raises(ValueError, match=r"cut off mid-write \(55 bytes after its last newline") as e:
+        st.open_storage(storage)
+    assert f"truncate -s {len(whole)} {path}" in str(e.value)
+    assert path.read_bytes() == cut
+    with caplog.at_level("WARNING", logger="losstune"):
+        assert _study_names(st.open_storage(storage, create=False)) == {"kept"}
+    assert "cut off mid-write" in caplog.text and "reading the records before it" in caplog.text
+    assert path.read_bytes() == cut
+    os.truncate(path, len(whole))  # as the message says: the journal takes writes again
+    optuna.create_study(study_name="after", storage=st.open_storage(storage))
+    assert _study_names(st.open_storage(storage, create=False)) == {"kept", "after"}

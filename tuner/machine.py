@@ -18,6 +18,7 @@ microarchitecture's own table, tuned with LOSSTUNE_CPU_TABLE_SCOPE=microarch, is
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from kernels.backends import slug
+from kernels.backends import slug, switch_tag
 from kernels.backends.cpu import BACKEND as CPU_BACKEND
 from kernels.backends.cpu import device_name, forced_switches, host_isa, microarch
 
@@ -56,12 +57,19 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def machine_name() -> str:
+def machine_name(environ: Mapping[str, str] | None = None) -> str:
     """The asv machine name: CPU arch, vector tier and thread count, the microarchitecture, then the
-    first accelerator (or cpu-only)."""
+    first accelerator (or cpu-only); where a CPU loop switch is set (``environ``, default the
+    process's), ``-forced-`` and 8 hex digits of their tag. Such a run measures loops the host does
+    not run by default, and asv compares runs of one machine name alone: under the host's own name
+    asv's pages and ``asv compare`` would read a switch as a regression. The switches themselves
+    are stored with the run (describe's ``cpu_forced``)."""
     accel = accelerators()
     device = device_name(platform.machine(), os.cpu_count() or 1)
     parts = [device, microarch(), slug(accel[0]) if accel else "cpu-only"]
+    tag = switch_tag(forced_switches(environ))
+    if tag:
+        parts.append("forced-" + hashlib.sha256(tag.encode()).hexdigest()[:8])
     return "-".join(p for p in parts if p)
 
 

@@ -37,6 +37,24 @@ def test_describe_stores_the_cpu_loops_picks_and_the_switches_set(monkeypatch: p
     assert machine.describe()["cpu_forced"] == want
 
 
+def test_a_run_under_loop_switches_gets_an_asv_name_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """asv compares a machine's runs alone: a switch's run under the host's name would read as a
+    regression on asv's own pages and in ``asv compare``; each set of switches is a name."""
+    from kernels.backends import cpu
+
+    for name in cpu.LOOP_SWITCHES:
+        monkeypatch.delenv(name, raising=False)
+    plain = machine.machine_name()
+    assert "forced" not in plain
+    monkeypatch.setenv("LOSSTUNE_CPU_APART", "1")
+    one = machine.machine_name()
+    assert one.startswith(plain + "-forced-") and len(one) == len(plain) + len("-forced-") + 8
+    assert machine.describe()["machine"] == one and machine.describe()["cpu_forced"] == {"LOSSTUNE_CPU_APART": "1"}
+    assert machine.machine_name({"LOSSTUNE_CPU_APART": "1"}) == one
+    assert machine.machine_name({"LOSSTUNE_CPU_APART": "0"}) not in (one, plain)  # another value, another name
+    assert machine.machine_name({}) == plain and machine.machine_name({"HOME": "/x"}) == plain
+
+
 def test_two_mocked_hosts_of_one_tier_get_two_asv_names(monkeypatch: pytest.MonkeyPatch) -> None:
     """A Xeon and a Zen 4 share the vector tier (and so the frozen table) but not the asv history."""
     names = {}

@@ -410,6 +410,7 @@ def build(
     }
     payload = {"counts": counts, "built": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "sections": {}}
     out.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_leftovers(out)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     os.chmod(tmp, 0o755)  # mkdtemp makes it private; the site is served and shared
     try:
@@ -417,7 +418,9 @@ def build(
             payload["sections"] = [sid for sid, _, _ in sections]
             (tmp / name).write_text(_page(name, title, sections, payload), encoding="utf-8")
         (tmp / "data.json").write_text(json.dumps(counts, indent=1))
-        old = out.with_name(f".{out.name}-old")
+        # The old site moves to a name of this build's own (an empty folder a rename may replace):
+        # one fixed name, left by a build killed between the renames, failed every later build.
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}-old-", dir=out.parent))
         if out.exists():
             os.replace(out, old)
         os.replace(tmp, out)
@@ -426,6 +429,22 @@ def build(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return [out / name for name, _ in PAGES]
+
+
+# A build's folders beside the site live for its seconds; one older than this was left by a build
+# killed by a signal no handler sees (SIGTERM, SIGKILL) and is removed by the next.
+LEFTOVER_S = 3600.0
+
+
+def _sweep_leftovers(out: Path) -> None:
+    """The folders killed builds left beside ``out`` (``.<name>-*``, older than LEFTOVER_S)."""
+    cutoff = time.time() - LEFTOVER_S
+    for left in out.parent.glob(f".{out.name}-*"):
+        try:
+            if left.is_dir() and not left.is_symlink() and left.stat().st_mtime < cutoff:
+                shutil.rmtree(left, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def serve(site: Path | str = "results/dashboard", host: str = "127.0.0.1", port: int = 8000) -> ThreadingHTTPServer:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import collections
+import contextlib
+import fcntl
 import json
 import os
+import stat
 import tempfile
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from kernels import frozen
@@ -16,13 +19,34 @@ from tuner.study import busy_host, busy_reading, git_commit, held, log, study_ro
 KEY_FIELDS = ("op", "dtype", "bucket", "grad_kind", "layout", "reduction_kind")
 
 
+def _umask() -> int:
+    """This process's umask, read where Linux shows it (setting it to read it back is not safe
+    beside threads that create files)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path, data: dict[str, object] | str) -> None:
     """Write to a temporary file beside the target, fsync, then rename: readers see old or new, never half.
 
-    A dict is written as sorted JSON, a string as it is."""
+    A dict is written as sorted JSON, a string as it is. The file keeps the mode of the one it
+    replaces (a new one gets what open() would give it): mkstemp's private 0600 would otherwise
+    leave a shared checkout's tables and reports readable by their writer alone."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w") as f:
             if isinstance(data, str):
                 f.write(data)
@@ -35,6 +59,22 @@ def write_atomic(path: Path, data: dict[str, object] | str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def table_lock(path: Path) -> Iterator[None]:
+    """The frozen table at ``path`` held against other writers from its read to its write: freeze,
+    restamp and migrate_hashes each read the whole table, merge, and replace it, so two at once
+    wrote each its own merge over the other's (a freeze's new entry gone, both saying they froze).
+    An flock on ``.<name>.lock`` beside it (left there: removing it would let a third process lock
+    another file of that name); the system releases it if the process dies."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _provenance(row: dict[str, object], prev: dict[str, object] | None, now: dict[str, object]) -> dict[str, object]:
@@ -182,6 +222,12 @@ def freeze(
             f"--device: expected one of the devices of the finished {backend} studies {devices}, got {device!r}"
         )
     path = frozen.config_path(backend, device, root)
+    with table_lock(path):
+        return path, _merge_into(path, backend, device, rows, skip_busy)
+
+
+def _merge_into(path: Path, backend: str, device: str, rows: list[dict[str, object]], skip_busy: bool) -> int:
+    """freeze's read, merge and write of the table at ``path`` (under table_lock); its entries' count."""
     existing: list[dict[str, object]] = []
     if path.exists():
         # A table this cannot read is never replaced: its entries would go without a word. The
@@ -236,4 +282,4 @@ def freeze(
     }
     write_atomic(path, table)
     frozen.reset()
-    return path, len(entries)
+    return len(entries)

@@ -61,9 +61,9 @@ from kernels.backends import cpu_loops
 from kernels.executor import Executor, Formula
 from kernels.modes import Op, Reduction, Variant
 from kernels.tiling import Tiling
-from tuner.freeze import _best_common, git_commit, write_atomic
+from tuner.freeze import _best_common, _merge_key, git_commit, table_lock, write_atomic
 from tuner.problems import Case, InputLayout
-from tuner.study import ROOT, journal_path, open_storage, restamped_final
+from tuner.study import ROOT, journal_path, log, open_storage, restamped_final
 
 if TYPE_CHECKING:
     import optuna
@@ -678,15 +678,41 @@ def restamp_table(
             progress(outcome)
     outcomes.extend(_common_outcomes(entries, current))
     if restamped and not dry_run:
-        # Common configs are recomputed from the entries the way freeze does, so each takes the
-        # hash of its example entry: current where that entry was restamped, stale where not.
-        table["entries"] = entries
-        table["common"] = _best_common(entries)
-        write_atomic(path, table)
-        frozen.reset()
+        restamped = _write_restamped(path, restamped)
         if store is not None:
             _update_studies(restamped, store)
     return outcomes
+
+
+def _write_restamped(path: Path, restamped: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The restamped entries into the table at ``path``, read again under its lock: the compares
+    took seconds to minutes, and a freeze that wrote the table meanwhile keeps what it wrote (an
+    entry it replaced is not this restamp's to change: a warning names it). Common configs are
+    recomputed from the entries the way freeze does, so each takes the hash of its example entry:
+    current where that entry was restamped, stale where not. Returns the entries written."""
+    by_key = {_merge_key(e): e for e in restamped}
+    written: list[dict[str, object]] = []
+    with table_lock(path):
+        table = _read_table(path)
+        entries: list[dict[str, object]] = table["entries"]  # type: ignore[assignment]
+        for i, entry in enumerate(entries):
+            new = by_key.pop(_merge_key(entry), None)
+            if new is None:
+                continue
+            note = new["restamped"]
+            assert isinstance(note, dict)
+            if entry.get("kernel_hash") == note["from"] and entry.get("config") == new["config"]:
+                entries[i] = new
+                written.append(new)
+            else:
+                by_key[_merge_key(entry)] = new
+        for new in by_key.values():
+            log.warning("%s: changed in %s while it was compared; not restamped", _entry_label(new), path)
+        if written:
+            table["common"] = _best_common(entries)
+            write_atomic(path, table)
+    frozen.reset()
+    return written
 
 
 def _read_table(path: Path) -> dict[str, object]:
@@ -821,6 +847,13 @@ def migrate_hashes(
     are; no entry is made current that was not. The table is written atomically, and only where
     something changed; nothing is written before every hash is known (an error leaves it as it was).
     Running it again finds nothing to do."""
+    with table_lock(path):  # read to write: a freeze beside it would lose its merge or this one's
+        return _migrate_table(path, sources, python, storage, dry_run)
+
+
+def _migrate_table(
+    path: Path, sources: Sources | None, python: str | None, storage: str | None, dry_run: bool
+) -> Migration:
     backend, device = path.parent.name, path.stem
     table = _read_table(path)
     current = sources or tree_sources(backend)

@@ -382,6 +382,15 @@ def _objective(bench: _Bench, sweep: Sweep, opts: TuneOptions) -> Callable[[optu
     choices = _choices(space)
 
     def objective(trial: optuna.Trial) -> float:
+        try:
+            return measured(trial)
+        except KeyboardInterrupt:
+            # optuna fails the trial and raises it again: tagged, its point is taken up again by the
+            # next run (_points) and it spends no budget (FREE_FAILURES), as a killed worker's does.
+            trial.set_user_attr("failure", "interrupted")
+            raise
+
+    def measured(trial: optuna.Trial) -> float:
         trial.set_user_attr("worker", WORKER)
         for k, v in sweep.tags().items():  # which sweep it belongs to (Sweep.holds)
             trial.set_user_attr(k, v)

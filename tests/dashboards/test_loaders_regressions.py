@@ -4,7 +4,9 @@ frozen tables, a journal made by a real tuning run) and the regression table ove
 from __future__ import annotations
 
 import json
+import os
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -334,6 +336,27 @@ def test_build_replaces_the_site_whole_and_keeps_the_old_one_on_failure(
         site.build(out, tmp_path, storage=str(tmp_path / "none.log"), repo=None)
     assert (out / "index.html").read_text() == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".site")) == []
+
+
+def test_build_after_one_killed_between_its_renames_and_one_killed_mid_write(tmp_path: Path) -> None:
+    """SIGTERM and SIGKILL run no cleanup: a build killed between moving the old site aside and
+    moving the new one in left ``.site-old``, after which every build stopped on it (Directory not
+    empty); one killed while writing left its folder. The next build sweeps both away (once they
+    are older than a build could be) and replaces the site; a younger folder, maybe a build running
+    beside it, stays."""
+    _write_asv(tmp_path, _levels())
+    out = tmp_path / "site"
+    site.build(out, tmp_path, storage=str(tmp_path / "none.log"), repo=None)
+    killed = [tmp_path / ".site-old", tmp_path / ".site-abcd1234"]
+    for left in killed:
+        left.mkdir()
+        (left / "index.html").write_text("a site of an earlier build")
+        os.utime(left, (time.time() - site.LEFTOVER_S - 60,) * 2)
+    running = tmp_path / ".site-efgh5678"
+    running.mkdir()
+    pages = site.build(out, tmp_path, storage=str(tmp_path / "none.log"), repo=None)
+    assert all(p.exists() for p in pages)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".site")) == [running.name]
 
 
 def test_cli_dashboard_build_and_serve_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import stat
 import warnings
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from kernels import backends, frozen, tiling
 from kernels.executor import ProblemKey
 from kernels.modes import GradKind, Layout, Op, Reduction, Variant
 from kernels.tiling import DeviceFacts, Tiling, cuda_space
-from tuner.freeze import write_atomic
+from tuner.freeze import _umask, write_atomic
 from tuner.problems import Case, InputLayout
 from tuner.restamp import probe_case
 
@@ -513,3 +515,22 @@ def test_an_entry_with_this_pythons_legacy_hash_is_current(tmp_path: Path) -> No
         with pytest.warns(frozen.FrozenConfigWarning, match="other kernel source"):
             assert frozen.lookup("cpu", "dev", key, space, tmp_path) is None
         assert frozen.stale_by_source("cpu", frozen.load("cpu", "dev", tmp_path)) == 1
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o600])
+def test_an_atomic_write_keeps_the_mode_of_the_file_it_replaces(tmp_path: Path, mode: int) -> None:
+    """mkstemp's temporary is 0600, and the rename kept it: a shared checkout's tables and reports
+    became readable by their writer alone after one freeze or report."""
+    path = tmp_path / "cpu" / "dev.json"
+    write_atomic(path, "{}\n")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_umask()  # a new file: as open() makes one
+    path.chmod(mode)
+    write_atomic(path, {"schema_version": 1, "entries": []})
+    assert stat.S_IMODE(path.stat().st_mode) == mode and json.loads(path.read_text())["entries"] == []
+    old = os.umask(0o027)
+    try:
+        assert _umask() == 0o027
+        write_atomic(tmp_path / "new.txt", "x")
+        assert stat.S_IMODE((tmp_path / "new.txt").stat().st_mode) == 0o640
+    finally:
+        os.umask(old)

@@ -28,6 +28,7 @@ from tuner.restamp import (
     Sources,
     Target,
     Verdict,
+    _write_restamped,
     as_launched_today,
     git_sources,
     hash_pairs,
@@ -684,3 +685,25 @@ def test_a_restamp_with_no_journal_yet_creates_none(tmp_path: Path) -> None:
     ]
     assert outcome.verdict is Verdict.NO_SOURCE
     assert not storage.exists() and not storage.parent.exists()
+
+
+def test_restamped_entries_go_into_the_table_as_it_stands_at_the_write(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """restamp compares for seconds to minutes after reading the table; it wrote back what it had
+    read, so a freeze meanwhile lost its entries. Under the table's lock it reads the table again:
+    another entry a freeze added stays, and an entry a freeze replaced is not restamped."""
+    old = _edited("\n\nUNUSED_LIMIT = 12345\n")
+    stale = _mse_entry(CONFIG, old.kernel_hash("mse"))
+    now = frozen.kernel_hash("cpu", "mse")
+    restamped = stale | {"kernel_hash": now, "restamped": {"from": old.kernel_hash("mse"), "source": "edited"}}
+    added = _mse_entry(CONFIG, now) | {"bucket": 14}  # frozen while the restamp compared
+    path = _table(tmp_path, [stale, added])
+    assert _write_restamped(path, [restamped]) == [restamped]
+    assert json.loads(path.read_text())["entries"] == [restamped, added]
+    replaced = _mse_entry(Tiling(tile=4096, cores=2, variant=Variant.FLAT, prefetch=1), now)  # another decision
+    path = _table(tmp_path, [replaced])
+    with caplog.at_level("WARNING", logger="losstune"):
+        assert _write_restamped(path, [restamped]) == []
+    assert json.loads(path.read_text())["entries"] == [replaced]
+    assert "changed in" in caplog.text and "not restamped" in caplog.text

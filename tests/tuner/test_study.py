@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -936,3 +938,58 @@ def test_a_journal_whose_last_record_was_cut_off_is_read_with_a_warning_and_refu
     os.truncate(path, len(whole))  # as the message says: the journal takes writes again
     optuna.create_study(study_name="after", storage=st.open_storage(storage))
     assert _study_names(st.open_storage(storage, create=False)) == {"kept", "after"}
+
+
+def test_a_ctrl_c_simulated_in_a_trial_leaves_its_point_to_the_next_run_and_spends_no_budget(
+    storage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A KeyboardInterrupt raised in the third trial's timing (where a Ctrl-C lands: a trial's
+    time is mostly its timing), then the same tune again: optuna fails the interrupted trial, and
+    untagged it counted as measured and its point was never taken up (a grid decided on one point
+    fewer; a sampled study measured one trial short)."""
+    real = st._trial_timing
+    calls = []
+
+    def interrupted_third(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(st, "_trial_timing", interrupted_third)
+    opts = st.TuneOptions(storage=storage, sampler="grid", trials=6, min_time_s=0.002, rounds=2)
+    with pytest.raises(KeyboardInterrupt):
+        st.tune_case(CASE, opts)
+    monkeypatch.setattr(st, "_trial_timing", real)
+    (name,) = _study_names(st.open_storage(storage))
+    study = optuna.load_study(study_name=name, storage=st.open_storage(storage))
+    (cut,) = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,))
+    assert cut.user_attrs.get("failure") == "interrupted"
+    st.tune_case(CASE, dataclasses.replace(opts, trials=None))  # the whole grid
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    points = {tuple(sorted(t.params.items())) for t in done}
+    space = st._Bench.make(CASE, "cpu").executor(None).space
+    assert len(points) == len(done) == space.size  # every point once: the interrupted one too
+    assert tuple(sorted(cut.params.items())) in points
+
+
+def test_a_freeze_waits_for_the_tables_lock_and_keeps_what_its_holder_wrote(storage: str, tmp_path: Path) -> None:
+    """freeze reads the table, merges and replaces it; two at once each wrote its merge over the
+    other's (an entry gone, both saying they froze). A holder of the table's lock (another freeze,
+    a restamp) writes an entry while this freeze waits; the freeze then merges into that table."""
+    st.tune_case(CASE, st.TuneOptions(storage=storage, min_time_s=0.002, rounds=2, trials=2))
+    path, _ = freeze(storage, "cpu", root=tmp_path / "first")
+    (ours,) = json.loads(path.read_text())["entries"]
+    theirs = ours | {"bucket": int(ours["bucket"]) + 4, "study": "another-freeze"}
+    table = tmp_path / "second" / path.relative_to(tmp_path / "first")
+    done: list[tuple[Path, int]] = []
+    with tuner.freeze.table_lock(table):
+        worker = threading.Thread(target=lambda: done.append(freeze(storage, "cpu", root=tmp_path / "second")))
+        worker.start()
+        worker.join(1.0)
+        assert worker.is_alive() and not done  # waiting for the lock, nothing written
+        write_atomic(table, {"schema_version": frozen.SCHEMA_VERSION, "entries": [theirs], "common": {}})
+    worker.join(60)
+    assert done == [(table, 2)]
+    entries = json.loads(table.read_text())["entries"]
+    assert [e["study"] for e in entries] == [ours["study"], "another-freeze"]

@@ -678,18 +678,22 @@ def restamp_table(
             progress(outcome)
     outcomes.extend(_common_outcomes(entries, current))
     if restamped and not dry_run:
-        restamped = _write_restamped(path, restamped)
-        if store is not None:
-            _update_studies(restamped, store)
+        _write_restamped(path, restamped, store)
     return outcomes
 
 
-def _write_restamped(path: Path, restamped: list[dict[str, object]]) -> list[dict[str, object]]:
+def _write_restamped(
+    path: Path, restamped: list[dict[str, object]], store: optuna.storages.BaseStorage | None = None
+) -> list[dict[str, object]]:
     """The restamped entries into the table at ``path``, read again under its lock: the compares
     took seconds to minutes, and a freeze that wrote the table meanwhile keeps what it wrote (an
     entry it replaced is not this restamp's to change: a warning names it). Common configs are
     recomputed from the entries the way freeze does, so each takes the hash of its example entry:
-    current where that entry was restamped, stale where not. Returns the entries written."""
+    current where that entry was restamped, stale where not. Returns the entries written.
+
+    Their studies in ``store`` are updated first: a restamp killed between the two then leaves a
+    stale entry, which the next restamp finds and writes. The other order left the table current
+    and the studies not, which no restamp saw again, and the next freeze wrote the stale hash back."""
     by_key = {_merge_key(e): e for e in restamped}
     written: list[dict[str, object]] = []
     with table_lock(path):
@@ -708,6 +712,8 @@ def _write_restamped(path: Path, restamped: list[dict[str, object]]) -> list[dic
                 by_key[_merge_key(entry)] = new
         for new in by_key.values():
             log.warning("%s: changed in %s while it was compared; not restamped", _entry_label(new), path)
+        if written and store is not None:
+            _update_studies(written, store)
         if written:
             table["common"] = _best_common(entries)
             write_atomic(path, table)

@@ -127,10 +127,17 @@ def _check_journal(path: Path, lock: optuna.storages.journal.JournalFileOpenLock
     records to it, after which the file no longer replayed. Under the journal's lock (writers hold
     it while they append, so a line without its newline there is a cut-off write, not one in
     progress) the first line must be a journal record, and a writer refuses a file whose last line
-    was cut off: optuna would append the next record onto it and leave a line that never parses."""
+    was cut off: optuna would append the next record onto it and leave a line that never parses.
+    A reader that cannot make the lock's file (a read-only checkout) checks without it, and lets a
+    first line without its newline pass: it may be a record in its write."""
     if not path.is_file() or path.stat().st_size == 0:
         return
-    lock.acquire()
+    try:
+        locked = lock.acquire()
+    except OSError:  # a folder this process cannot write (a reader of a read-only checkout)
+        if writer:
+            raise
+        locked = False
     try:
         with path.open("rb") as f:
             first = f.readline()
@@ -139,7 +146,10 @@ def _check_journal(path: Path, lock: optuna.storages.journal.JournalFileOpenLock
             f.seek(size - 1)
             ends_whole = f.read(1) == b"\n"
     finally:
-        lock.release()
+        if locked:
+            lock.release()
+    if not locked and not first.endswith(b"\n"):
+        return  # unlocked, the first record may be in its write: optuna's replay reads what there is
     try:
         record = json.loads(first)
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -156,12 +166,13 @@ def _check_journal(path: Path, lock: optuna.storages.journal.JournalFileOpenLock
             f"storage: {str(path)!r} ends in a record cut off mid-write ({tail} bytes after its last newline,"
             f" a process killed while appending)"
         )
-        if writer:
+        if writer:  # locked: a writer could open the lock's file
             raise ValueError(
                 f"{cut}; a write would join the next record to it and leave a line that never replays. The cut"
                 f" record is lost either way: remove its bytes (truncate -s {size - tail} {path}) and run again"
             )
-        log.warning("%s; reading the records before it", cut)
+        if locked:  # unlocked, it may be a record in its write
+            log.warning("%s; reading the records before it", cut)
 
 
 def _journal(path: Path, create: bool = True) -> optuna.storages.JournalStorage:

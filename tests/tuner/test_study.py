@@ -993,3 +993,27 @@ def test_a_freeze_waits_for_the_tables_lock_and_keeps_what_its_holder_wrote(stor
     assert done == [(table, 2)]
     entries = json.loads(table.read_text())["entries"]
     assert [e["study"] for e in entries] == [ours["study"], "another-freeze"]
+
+
+def test_a_reader_whose_lock_is_refused_mocked_still_reads_and_checks_a_whole_first_line(
+    storage: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lock's file is made beside the journal; a reader of a read-only checkout cannot make it
+    (mocked: root writes anywhere). It reads without it, and still refuses a whole first line of
+    other text; a writer there gets the error."""
+    optuna.create_study(study_name="kept", storage=st.open_storage(storage))
+    Path(storage).write_bytes(Path(storage).read_bytes() + b'{"op_code":5,"work')  # a record in its write?
+    notes = tmp_path / "notes.log"
+    notes.write_text("some notes about tuning\n")
+
+    def refused(self: object) -> bool:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(optuna.storages.journal.JournalFileOpenLock, "acquire", refused)
+    with caplog.at_level("WARNING", logger="losstune"):
+        assert _study_names(st.open_storage(storage, create=False)) == {"kept"}
+    assert "cut off" not in caplog.text  # unlocked, it may be a write in progress
+    with pytest.raises(ValueError, match="whose first line is not one"):
+        st.open_storage(str(notes), create=False)
+    with pytest.raises(PermissionError):
+        st.open_storage(storage)

@@ -40,6 +40,17 @@ def test_regression_later_fixed_reports_both_steps() -> None:
     assert second.ratio == pytest.approx(1 / 1.2, rel=0.03)
 
 
+def test_two_regressions_in_one_series_are_each_found_at_their_index() -> None:
+    """The detector cuts the series where the strongest change is, then each side again: two steps
+    the same way (a regression later fixed is found as a whole by one cut, this is not)."""
+    values = noisy(60, seed=3)
+    values[20:] *= 1.2
+    values[40:] *= 1.3
+    first, second = detect(values)
+    assert (first.index, first.regression) == (20, True) and (second.index, second.regression) == (40, True)
+    assert first.ratio == pytest.approx(1.2, rel=0.03) and second.ratio == pytest.approx(1.3, rel=0.03)
+
+
 @pytest.mark.parametrize("tails", ["normal", "student-t3"])
 def test_pure_noise_false_positive_rate_is_small(tails: str) -> None:
     # Each window is tested at max_p = 0.01 with the cut's selection paid for by the permutation

@@ -15,8 +15,10 @@ import pytest
 
 from dashboards import loaders, site
 from dashboards.regressions import find_changes
+from kernels.frozen import CONFIG_DIR as CONFIGS
 from tests.helpers import count_journal_storages
 from tuner.cli import main
+from tuner.study import study_rows
 
 PARAMS = [["'cpu'"], ["'mse'"], ["'float32'"], ["'2^16 none'", "'2^22 none'"], ["'tuned'", "'vendor'"]]
 NAMES = ["backend", "op", "dtype", "shape", "config"]
@@ -88,6 +90,27 @@ def test_every_change_point_is_listed_with_its_commit_range_and_the_fix_marked(t
     assert flat.empty, "flat series must not produce change points"
 
 
+@pytest.mark.parametrize("metric", ["bandwidth", "roofline", "time"])
+def test_a_drop_in_bandwidth_or_roofline_is_the_regression_a_rise_in_time_is(metric: str) -> None:
+    """Higher is better for every metric but time: a bandwidth that falls by 30% is a regression,
+    the time that rises with it too, and each series' recovery is not."""
+    noisy_level = 1.0 + 0.004 * np.random.default_rng(5).standard_normal(24)
+    worse = np.where((np.arange(24) >= 8) & (np.arange(24) < 16), 1.3, 1.0)
+    values = noisy_level * (worse if metric == "time" else 1 / worse) * (30e-6 if metric == "time" else 50.0)
+    frame = pd.DataFrame(
+        {
+            "machine": "box",
+            "metric": metric,
+            "commit": [f"{i:040x}" for i in range(24)],
+            "order": range(24),
+            "value": values,
+        }
+    )
+    changes = find_changes(frame, metric=metric)
+    assert list(changes["order_after"]) == [8, 16], changes
+    assert list(changes["regression"]) == [True, False]
+
+
 def test_a_dashboard_build_replays_the_journal_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The site's data reads the trials and the finals of one journal: one storage (tuner.study.shared_journals),
     whose opening replays the whole log. A spy on the storage's construction counts them (plumbing); the journal and
@@ -118,7 +141,10 @@ def test_tuning_loaders_read_a_real_journal(tmp_path: Path) -> None:
     head = studies.split('id="studies-table"')[1].split("</thead>")[0]
     assert ">noise</th><th" in head and ">chance</th><th" in head and ">confirmed</th>" in head
     # none where the first rounds kept the baseline, else whether the winner stood in fresh rounds
-    assert finals.loc[0, "confirmed"] in (None, True, False) or pd.isna(finals.loc[0, "confirmed"])
+    (decided,) = (row["final"] for row in study_rows(storage))
+    want, got = decided.get("confirmed"), finals.loc[0, "confirmed"]
+    assert pd.isna(got) if want is None else got == want
+    assert finals.loc[0, "median_s"] == decided["median_s"] and finals.loc[0, "tuned"] == decided["tuned"]
     assert loaders.load_tuning(str(tmp_path / "missing.log")).empty
 
 
@@ -274,6 +300,12 @@ def test_the_switches_column_shows_where_a_row_set_one() -> None:
 def test_frozen_loader_reads_the_shipped_tables() -> None:
     frozen = loaders.load_frozen()
     assert not frozen.empty and {"op", "dtype", "config", "tuned", "file"} <= set(frozen.columns)
+    for path in sorted(CONFIGS.glob("*/*.json")):  # a row an entry, each with the entry's own fields
+        entries = json.loads(path.read_text())["entries"]
+        rows = frozen[frozen["file"] == f"{path.parent.name}/{path.name}"].reset_index(drop=True)
+        assert len(rows) == len(entries), path
+        for field in ("op", "dtype", "bucket", "layout", "kernel_hash"):
+            assert list(rows[field]) == [e[field] for e in entries], (path, field)
 
 
 def test_bench_loader_reads_one_report_per_machine_and_names_each(tmp_path: Path) -> None:

@@ -77,6 +77,17 @@ def test_ratios_pair_each_round_plumbing_with_fake_times(monkeypatch: pytest.Mon
     assert "transposed (1.50x, 0.50-2.00)" in text and f"{row.roofline_pct:.0f}% (" in text
 
 
+def test_a_rows_speedups_are_the_default_and_vendor_times_over_the_tuned_plumbing_with_fake_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Plumbing (real launches, made-up round medians): "x default" and "x vendor" are how many
+    times faster the tuned kernel is, each the other's median over the tuned one's."""
+    _fake_rounds(monkeypatch, {0: (2.0, 2.0, 2.0), 1: (4.0, 4.0, 4.0), 2: (6.0, 6.0, 6.0)})
+    row = bench.bench_case(L1, "cpu", min_time_s=0.001, rounds=3)
+    assert (row.tuned_s, row.default_s, row.vendor_s) == (2.0, 4.0, 6.0)
+    assert (row.speedup_vs_default, row.speedup_vs_vendor) == (2.0, 3.0)
+
+
 def test_an_mse_row_times_pytorchs_kernel_into_an_out_in_its_rounds_plumbing_with_fake_times(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -379,6 +379,9 @@ def test_a_single_win_is_not_a_common_config() -> None:
     other = one | {"config": {"tile": 1024, "cores": 2}}
     assert _best_common([one, other, one | {"tuned": False}]) == {}
     assert _best_common([one, one | {"speedup_vs_default": 1.2}, other])["mse"]["config"] == one["config"]
+    better = other | {"speedup_vs_default": 1.3}  # two wins each: the better mean speedup, listed second
+    assert _best_common([one, one, better, better])["mse"]["config"] == other["config"]
+    assert _best_common([better, better, one, one])["mse"]["config"] == other["config"]
     kl, kl_log = one | {"op": "kl_div"}, other | {"op": "kl_div", "log_target": True}
     assert set(_best_common([kl, kl, kl_log, kl_log])) == {"kl_div", "kl_div-log"}  # each its own winner
 

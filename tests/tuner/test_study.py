@@ -669,6 +669,12 @@ def test_resweep_sweeps_again_and_later_resumes_keep_its_boundary(storage: str) 
     assert len(complete) == 7 and sum(t.number >= first for t in complete) == 3
     assert study.user_attrs["final"]["median_s"] > 1e-6  # the 1 ns trial stood as no finalist
     assert study.user_attrs["final"]["trial"] in (-1, *(t.number for t in complete if t.number >= first))
+    # and the dashboard's figures take the new sweep's trials alone as the study's current ones
+    from dashboards import loaders
+
+    rows = loaders.load_tuning(storage)
+    done = rows[rows["state"] == "COMPLETE"]
+    assert sorted(done[done["current"]]["trial"]) == sorted(t.number for t in complete if t.number >= first)
 
 
 def test_a_queue_that_holds_a_point_twice_runs_it_once(storage: str) -> None:
@@ -1017,3 +1023,67 @@ def test_a_reader_whose_lock_is_refused_mocked_still_reads_and_checks_a_whole_fi
         st.open_storage(str(notes), create=False)
     with pytest.raises(PermissionError):
         st.open_storage(storage)
+
+
+def test_a_freeze_has_this_process_read_its_table_again(
+    storage: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process reads a table once and keeps it (kernels.frozen.load); `tune --freeze --bench`
+    benches in the process that froze, so the freeze must drop what was read before it."""
+    st.tune_case(CASE, st.TuneOptions(storage=storage, min_time_s=0.002, rounds=2, trials=2))
+    monkeypatch.setattr(frozen, "CONFIG_DIR", tmp_path)
+    frozen.reset()
+    try:
+        device = backends.get("cpu").facts().name
+        assert frozen.load("cpu", device) is None  # no table yet: read, and kept as none
+        path, count = freeze(storage, "cpu")
+        table = frozen.load("cpu", device)
+        assert table is not None and table.path == path and len(table.entries) == count == 1
+    finally:
+        frozen.reset()
+
+
+def test_a_freeze_refuses_a_table_of_another_schema_and_leaves_it(storage: str, tmp_path: Path) -> None:
+    """A table of another schema version reads as JSON; merged into, it would be rewritten as this
+    schema with whatever of its entries parse, the rest lost."""
+    st.tune_case(CASE, st.TuneOptions(storage=storage, min_time_s=0.002, rounds=2, trials=2))
+    path = frozen.config_path("cpu", backends.get("cpu").facts().name, tmp_path)
+    write_atomic(path, {"schema_version": frozen.SCHEMA_VERSION + 1, "entries": [{"op": "mse", "future": 1}]})
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match=f"got schema {frozen.SCHEMA_VERSION + 1}; restore it or move it aside"):
+        freeze(storage, "cpu", root=tmp_path)
+    assert path.read_bytes() == before
+
+
+def test_a_grids_budget_counts_a_point_measured_twice_once(storage: str) -> None:
+    """A history holding one point twice (two workers drew it, or a queue from before the dedupe):
+    a grid's budget is of points, so the sweep still measures as many distinct points as asked."""
+    bench = st._Bench.make(CASE, "cpu")
+    space = bench.executor(None).space
+    study = optuna.create_study(study_name=st.name_for(CASE, bench, "cpu"), storage=st.open_storage(storage))
+    (twice,) = (st._params(space, c) for c in space.sample(1, seed=3))
+    dists = {name: optuna.distributions.CategoricalDistribution(values) for name, values in st._choices(space).items()}
+    for value in (1.0, 1.1):
+        study.add_trial(optuna.trial.create_trial(params=twice, distributions=dists, value=value))
+
+    st.tune_case(CASE, st.TuneOptions(storage=storage, sampler="grid", trials=4, min_time_s=0.002, rounds=2))
+
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    assert len({tuple(sorted(t.params.items())) for t in complete}) == 4 and len(complete) == 5
+
+
+def test_a_running_trial_is_reclaimed_only_where_its_worker_was_of_this_host_and_is_gone(storage: str) -> None:
+    """Trials left RUNNING: this host's whose process is gone are marked interrupted; one of a
+    live process here, or of another host sharing the journal (whose pid means nothing here), stays."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)
+    study = optuna.create_study(storage=st.open_storage(storage))
+    host = st.socket.gethostname()
+    workers = [f"{host}:{dead}", f"{host}:{os.getpid()}", f"elsewhere-{host}:{dead}"]
+    for worker in workers:
+        trial = study.ask()
+        trial.set_user_attr("worker", worker)
+    assert st._reclaim_interrupted(study) == 1
+    trials = study.get_trials(deepcopy=False)
+    assert [t.state.name for t in trials] == ["FAIL", "RUNNING", "RUNNING"]
+    assert trials[0].user_attrs["failure"] == "interrupted"

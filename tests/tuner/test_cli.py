@@ -303,6 +303,10 @@ def test_bad_arguments_are_named_before_anything_is_measured_or_written(
             "--seed: expected a whole number from 0 to 2^32 - 1, got -1",
         ),
         (
+            ["tune", *case, "--seed", str(2**32), "--storage", storage],
+            "--seed: expected a whole number from 0 to 2^32 - 1, got 4294967296",
+        ),
+        (
             ["tune", "--op", "mse", "--shape", "-5", "--storage", storage],
             "shape: expected sizes of 1 or more, got '-5'",
         ),

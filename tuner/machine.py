@@ -27,9 +27,9 @@ from pathlib import Path
 
 import torch
 
-from kernels.backends import slug, switch_tag
+from kernels.backends import slug
 from kernels.backends.cpu import BACKEND as CPU_BACKEND
-from kernels.backends.cpu import device_name, forced_switches, host_isa, microarch
+from kernels.backends.cpu import device_name, forced_switches, forced_tag, host_isa, microarch
 
 
 def accelerators() -> list[str]:
@@ -67,7 +67,7 @@ def machine_name(environ: Mapping[str, str] | None = None) -> str:
     accel = accelerators()
     device = device_name(platform.machine(), os.cpu_count() or 1)
     parts = [device, microarch(), slug(accel[0]) if accel else "cpu-only"]
-    tag = switch_tag(forced_switches(environ))
+    tag = forced_tag(environ)
     if tag:
         parts.append("forced-" + hashlib.sha256(tag.encode()).hexdigest()[:8])
     return "-".join(p for p in parts if p)

@@ -144,7 +144,10 @@ def _check_journal(path: Path, lock: optuna.storages.journal.JournalFileOpenLock
             f.seek(0, os.SEEK_END)
             size = f.tell()
             f.seek(size - 1)
-            ends_whole = f.read(1) == b"\n"
+            tail = 0  # the bytes after the last newline: a cut-off record, counted under the lock
+            if f.read(1) != b"\n":
+                f.seek(0)
+                tail = size - f.read().rfind(b"\n") - 1
     finally:
         if locked:
             lock.release()
@@ -159,9 +162,7 @@ def _check_journal(path: Path, lock: optuna.storages.journal.JournalFileOpenLock
             f"storage: expected an optuna journal (one JSON record a line), got {str(path)!r}, whose first line is"
             f" not one ({first[:60]!r})"
         )
-    if not ends_whole:
-        with path.open("rb") as f:
-            tail = size - f.read().rfind(b"\n") - 1
+    if tail:
         cut = (
             f"storage: {str(path)!r} ends in a record cut off mid-write ({tail} bytes after its last newline,"
             f" a process killed while appending)"
